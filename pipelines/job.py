@@ -1,0 +1,106 @@
+"""The streaming job: wiring only (readStream → applyInPandasWithState → foreachBatch).
+
+Run with `python -m pipelines.job`; configuration comes from conf.load_config() here and is
+passed down. SIGTERM/SIGINT stop the query between batches and exit quietly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from conf import Config, load_config
+from pipelines import kafka_source
+from pipelines.routing import RoutingConfig
+from pipelines.sink import DeltaSink
+from pipelines.stateful import OUTPUT_SCHEMA, STATE_SCHEMA, StepConfig, make_step
+
+log = logging.getLogger("namesrv.job")
+QUERY_NAME = "namesrv-routes"
+
+
+def build_spark(cfg: Config, app_name: str = "namesrv"):
+    """A SparkSession for the job. Python workers must run this interpreter (see design traps)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, and no hostname warning
+    from pyspark.sql import SparkSession
+    log4j = Path(__file__).resolve().parent.parent / "conf" / "log4j2.properties"
+    java_opts = f"-Dlog4j2.configurationFile={log4j.as_uri()}"
+    spark = (SparkSession.builder.master(cfg.spark_master).appName(app_name)
+             .config("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
+             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+             .config("spark.ui.enabled", "false")
+             .config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.driver.host", "127.0.0.1")
+             .config("spark.driver.extraJavaOptions", java_opts)
+             .config("spark.executor.extraJavaOptions", java_opts)
+             .config("spark.sql.streaming.stateStore.providerClass",
+                     "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider")
+             .config("spark.python.worker.reuse", "true")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(kafka_source.KafkaEventSource)
+    return spark
+
+
+def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME):
+    """Start the route query on `spark`; tables are created first so readers always find them."""
+    from pyspark.sql.functions import col
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    sink = DeltaSink(cfg.warehouse, cfg.checkpoint_dir)
+    sink.ensure_tables()
+    step = make_step(StepConfig(
+        routing=RoutingConfig(default_timeout_ms=cfg.broker_timeout_ms),
+        max_message_bytes=cfg.max_message_bytes, max_clock_skew_ms=cfg.max_clock_skew_ms))
+    raw = (spark.readStream.format(kafka_source.SOURCE_NAME)
+           .option("bootstrap", cfg.bootstrap).option("topic", cfg.kafka_topic)
+           .option("partitions", str(cfg.kafka_partitions))
+           .option("maxRecordsPerBatch", str(cfg.max_records_per_batch)).load())
+    out = (raw.groupBy(col("key"))
+           .applyInPandasWithState(step, OUTPUT_SCHEMA, STATE_SCHEMA, "append",
+                                   GroupStateTimeout.ProcessingTimeTimeout))
+    return (out.writeStream.queryName(query_name)
+            .option("checkpointLocation", str(cfg.checkpoint_dir))
+            .trigger(processingTime=f"{cfg.trigger_interval_ms} milliseconds")
+            .foreachBatch(sink)
+            .start())
+
+
+def main() -> int:
+    cfg = load_config()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    kafka_source.ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions)
+    spark = build_spark(cfg)
+    query = start_query(spark, cfg)
+    stopping = threading.Event()
+
+    def _stop(signum, frame):
+        if not stopping.is_set():
+            log.info("signal %d: stopping the query", signum)
+            stopping.set()
+            threading.Thread(target=query.stop, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    log.info("streaming job running: Kafka %s topic %s -> %s (trigger %d ms, default broker timeout %d ms)",
+             cfg.bootstrap, cfg.kafka_topic, cfg.warehouse, cfg.trigger_interval_ms, cfg.broker_timeout_ms)
+    try:
+        query.awaitTermination()
+    except Exception as exc:  # the query died: report it in one line, exit non-zero for the supervisor
+        if not stopping.is_set():
+            log.error("streaming query failed: %s", str(exc).splitlines()[0] if str(exc) else exc)
+            return 1
+    finally:
+        spark.stop()
+    log.info("streaming job stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""A Kafka streaming source on Spark's Python data source API, reading with kafka-python.
+
+Used because the Spark Kafka connector jars cannot be resolved here (no Maven Central).
+One input partition per Kafka partition; offsets are `{"<partition>": next offset}`. The
+engine asks for at most `maxRecordsPerBatch` records per micro-batch (admission control,
+Spark 4.2), shared evenly between partitions.
+
+Tansu reports a partition's end offset as the *base* offset of its last record batch plus
+one, so the true end is found by fetching that last batch (see `_true_end`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+SOURCE_NAME = "namesrv_kafka"
+RAW_SCHEMA = "partition int, offset long, timestamp long, key string, value binary"
+
+_FETCH_BYTES = 64 * 1024 * 1024  # above any record we accept, so oversize records reach dead_letter
+
+
+@dataclass
+class KafkaRange(InputPartition):
+    partition: int
+    start: int
+    end: int
+
+
+def _consumer(bootstrap: str):
+    from kafka import KafkaConsumer
+    return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
+                         max_partition_fetch_bytes=_FETCH_BYTES, fetch_max_bytes=_FETCH_BYTES,
+                         request_timeout_ms=30_000,
+                         consumer_timeout_ms=1000)
+
+
+def ensure_topic(bootstrap: str, topic: str, partitions: int, wait_s: float = 60.0) -> int:
+    """Create `topic` if it does not exist; return its partition count. Waits for the broker."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import KafkaError, TopicAlreadyExistsError
+    deadline = time.monotonic() + wait_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+            try:
+                if topic not in admin.list_topics():
+                    try:
+                        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+                    except TopicAlreadyExistsError:
+                        pass
+                described = admin.describe_topics([topic])
+                count = len(described[0]["partitions"]) if described else 0
+                if count:
+                    return count
+            finally:
+                admin.close()
+        except KafkaError as exc:  # broker not up yet
+            last_error = exc
+        time.sleep(0.5)
+    raise RuntimeError(f"Kafka topic {topic!r} at {bootstrap} not available after {wait_s:.0f} s: {last_error}")
+
+
+class KafkaEventSource(DataSource):
+    """Options: bootstrap, topic, partitions (when creating the topic), maxRecordsPerBatch."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return RAW_SCHEMA
+
+    def streamReader(self, schema) -> "KafkaStreamReader":
+        return KafkaStreamReader(dict(self.options))
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.bootstrap = options["bootstrap"]
+        self.topic = options["topic"]
+        self.create_partitions = int(options.get("partitions", "2"))
+        self.max_records = int(options.get("maxRecordsPerBatch", "20000"))
+        self._consumer = None
+        self._ends: dict[int, tuple[int, int]] = {}  # partition -> (reported end, true end)
+
+    # -- driver side
+    def _tps(self):
+        from kafka import TopicPartition
+        c = self._client()
+        parts = c.partitions_for_topic(self.topic)
+        if not parts:
+            ensure_topic(self.bootstrap, self.topic, self.create_partitions)
+            c.topics(exclude_internal_topics=True)  # refresh metadata
+            parts = c.partitions_for_topic(self.topic) or set()
+        return [TopicPartition(self.topic, p) for p in sorted(parts)]
+
+    def _client(self):
+        if self._consumer is None:
+            self._consumer = _consumer(self.bootstrap)
+        return self._consumer
+
+    def initialOffset(self) -> dict:
+        ensure_topic(self.bootstrap, self.topic, self.create_partitions)
+        begins = self._client().beginning_offsets(self._tps())
+        return {str(tp.partition): off for tp, off in begins.items()}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_records)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        tps = self._tps()
+        reported = self._client().end_offsets(tps)
+        ends = {tp.partition: self._true_end(tp, off) for tp, off in reported.items()}
+        budget = None
+        if isinstance(limit, ReadMaxRows):
+            budget = max(1, limit.max_rows // max(1, len(ends)))
+        elif not isinstance(limit, ReadAllAvailable):
+            budget = self.max_records
+        out = {}
+        for p, end in ends.items():
+            s = int(start.get(str(p), 0))
+            out[str(p)] = end if budget is None or end <= s else min(end, s + budget)
+        # A partition that vanished keeps its position; the engine requires monotone offsets.
+        for p, off in start.items():
+            out.setdefault(p, off)
+        return out
+
+    def _true_end(self, tp, reported: int) -> int:
+        cached = self._ends.get(tp.partition)
+        if cached and cached[0] == reported:
+            return cached[1]
+        true_end = reported
+        if reported > 0:
+            c = self._client()
+            c.assign([tp])
+            c.seek(tp, reported - 1)
+            for _ in range(3):
+                batch = c.poll(timeout_ms=200).get(tp, [])
+                if batch:
+                    true_end = max(true_end, batch[-1].offset + 1)
+                    break
+        self._ends[tp.partition] = (reported, true_end)
+        return true_end
+
+    def partitions(self, start: dict, end: dict):
+        return [KafkaRange(int(p), int(start.get(p, 0)), int(e)) for p, e in sorted(end.items())
+                if int(e) > int(start.get(p, 0))]
+
+    def commit(self, end: dict) -> None:
+        pass
+
+    def stop(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    # -- executor side
+    def read(self, partition: KafkaRange) -> Iterator[tuple]:
+        from kafka import TopicPartition
+        tp = TopicPartition(self.topic, partition.partition)
+        c = _consumer(self.bootstrap)
+        try:
+            c.assign([tp])
+            c.seek(tp, partition.start)
+            nxt = partition.start
+            deadline = time.monotonic() + 120
+            while nxt < partition.end:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"{self.topic}[{partition.partition}]: offsets {nxt}..{partition.end} not readable "
+                        f"within 120 s (log truncated or broker gone?)")
+                for rec in c.poll(timeout_ms=500, max_records=5000).get(tp, []):
+                    if rec.offset < nxt or rec.offset >= partition.end:
+                        continue
+                    key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
+                    yield (partition.partition, rec.offset, rec.timestamp, key, rec.value)
+                    nxt = rec.offset + 1
+        finally:
+            c.close()

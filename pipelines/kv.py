@@ -1,0 +1,56 @@
+"""KVConfigManager as a pure state machine over one namespace (§8 of the semantics).
+
+A namespace is created by its first put and, as in RocketMQ, survives the deletion of its
+last key (GET then answers an empty table, not "not found").
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from schemas import events as ev
+from schemas import tables as t
+
+
+@dataclass
+class Namespace:
+    name: str
+    table: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"namespace": self.name, "table": self.table}, sort_keys=True, separators=(",", ":"))
+
+    @staticmethod
+    def from_json(text: str) -> "Namespace":
+        raw = json.loads(text)
+        return Namespace(raw["namespace"], raw["table"])
+
+
+def apply(state: Namespace | None, events: Iterable[dict[str, Any]]) -> tuple[Namespace | None, bool]:
+    """Apply PUT/DELETE_KV_CONFIG events in order; returns (state, changed)."""
+    changed = False
+    for e in events:
+        if e["type"] == ev.PUT_KV_CONFIG:
+            if state is None:
+                state = Namespace(e["namespace"])
+                changed = True
+            if state.table.get(e["key"]) != e["value"]:
+                state.table[e["key"]] = e["value"]
+                changed = True
+        elif e["type"] == ev.DELETE_KV_CONFIG:
+            if state is not None and state.table.pop(e["key"], None) is not None:
+                changed = True
+    return state, changed
+
+
+def table_rows(state: Namespace | None) -> list[dict[str, Any]]:
+    if state is None:
+        return []
+    if not state.table:
+        return [{"namespace": state.name, "key": None, "value": None}]
+    return [{"namespace": state.name, "key": k, "value": v} for k, v in sorted(state.table.items())]
+
+
+TABLE = t.KV_CONFIG.name

@@ -1,0 +1,357 @@
+"""RouteInfoManager as a pure state machine over one broker group (one brokerName).
+
+Every RocketMQ route table is keyed so that a broker group's rows never depend on another
+group's events, so the streaming job groups events by brokerName and calls `apply` with
+the group's state, its new events in Kafka order, and the batch's processing time. No I/O,
+no Spark, no wall clock: replaying a batch gives the same result, which the sink's
+idempotency relies on.
+
+Rule references (§) point at ../shared/namesrv-semantics.md. Deliberate differences from
+RocketMQ: a rejected registration changes nothing (RocketMQ keeps partial side effects), and
+a live entry whose address left brokerAddrs is still expired.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from schemas import events as ev
+from schemas import tables as t
+
+_WRITE = ev.PERM_WRITE
+
+
+@dataclass(frozen=True)
+class RoutingConfig:
+    default_timeout_ms: int = 120_000
+    delete_topic_with_broker_registration: bool = False
+
+
+@dataclass
+class BrokerData:
+    cluster: str
+    addrs: dict[int, str] = field(default_factory=dict)
+    zone_name: str | None = None
+    enable_acting_master: bool = False
+
+
+@dataclass
+class LiveInfo:
+    broker_id: int | None
+    last_update: int
+    timeout_ms: int
+    data_version: dict[str, int]
+    ha_server_addr: str | None
+
+
+@dataclass
+class GroupState:
+    """All route data owned by one brokerName."""
+
+    broker_name: str
+    clusters: set[str] = field(default_factory=set)           # clusterAddrTable membership
+    broker: BrokerData | None = None                          # brokerAddrTable entry
+    topics: dict[str, dict[str, int]] = field(default_factory=dict)  # topic -> QueueData of this group
+    live: dict[tuple[str, str], LiveInfo] = field(default_factory=dict)  # (cluster, addr) -> live info
+    filters: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+    def is_empty(self) -> bool:
+        return not (self.clusters or self.broker or self.topics or self.live or self.filters)
+
+    # -- persistence as one flat JSON string (nested GroupState schemas break applyInPandasWithState)
+    def to_json(self) -> str:
+        return json.dumps({
+            "brokerName": self.broker_name,
+            "clusters": sorted(self.clusters),
+            "broker": None if self.broker is None else {
+                "cluster": self.broker.cluster,
+                "addrs": {str(k): v for k, v in sorted(self.broker.addrs.items())},
+                "zoneName": self.broker.zone_name,
+                "enableActingMaster": self.broker.enable_acting_master,
+            },
+            "topics": self.topics,
+            "live": [[c, a, li.broker_id, li.last_update, li.timeout_ms, li.data_version, li.ha_server_addr]
+                     for (c, a), li in sorted(self.live.items())],
+            "filters": [[c, a, lst] for (c, a), lst in sorted(self.filters.items())],
+        }, separators=(",", ":"), sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> "GroupState":
+        raw = json.loads(text)
+        b = raw["broker"]
+        return GroupState(
+            broker_name=raw["brokerName"],
+            clusters=set(raw["clusters"]),
+            broker=None if b is None else BrokerData(
+                b["cluster"], {int(k): v for k, v in b["addrs"].items()}, b["zoneName"], b["enableActingMaster"]),
+            topics=raw["topics"],
+            live={(c, a): LiveInfo(bid, last, tmo, dv, ha) for c, a, bid, last, tmo, dv, ha in raw["live"]},
+            filters={(c, a): lst for c, a, lst in raw["filters"]},
+        )
+
+
+@dataclass
+class Result:
+    """What one `apply` call did: tables whose rows changed, and notable outcomes for the log."""
+
+    dirty: set[str] = field(default_factory=set)
+    rejected: list[str] = field(default_factory=list)
+    expired: list[tuple[str, str]] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)  # wipe/add write-perm topic counts, in event order
+
+
+class Rejected(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- public API
+
+def apply(state: GroupState | None, events: Iterable[dict[str, Any]], now_ms: int,
+          cfg: RoutingConfig) -> tuple[GroupState | None, Result]:
+    """Apply `events` (normalised, in Kafka order) to a group, then expire at `now_ms`.
+
+    Before each event, entries already expired at that event's time are expired first, as
+    RocketMQ's periodic scan would have done; so the outcome does not depend on how events
+    are cut into micro-batches. Returns None as the state once the group holds nothing.
+    """
+    res = Result()
+    st = state
+    for e in events:
+        if st is None:
+            st = GroupState(broker_name=e["brokerName"])
+        _expire(st, e["time"], res)
+        handler = _HANDLERS[e["type"]]
+        try:
+            handler(st, e, cfg, res)
+        except Rejected as exc:
+            res.rejected.append(str(exc))
+    if st is not None:
+        _expire(st, now_ms, res)
+        if st.is_empty():
+            st = None
+    return st, res
+
+
+def next_deadline(state: GroupState | None) -> int | None:
+    """The earliest instant at which a live entry of this group expires (for the Spark timeout)."""
+    if state is None or not state.live:
+        return None
+    return min(li.last_update + li.timeout_ms for li in state.live.values())
+
+
+def table_rows(state: GroupState | None, table: str) -> list[dict[str, Any]]:
+    """The rows of `table` owned by this group, in a deterministic order."""
+    if state is None:
+        return []
+    name = state.broker_name
+    if table == t.TOPIC_QUEUE.name:
+        return [{"topic": topic, "brokerName": name, **qd} for topic, qd in sorted(state.topics.items())]
+    if table == t.BROKER_ADDR.name:
+        b = state.broker
+        if b is None:
+            return []
+        return [{"brokerName": name, "cluster": b.cluster, "brokerId": bid, "brokerAddr": addr,
+                 "zoneName": b.zone_name, "enableActingMaster": b.enable_acting_master}
+                for bid, addr in sorted(b.addrs.items())]
+    if table == t.CLUSTER_ADDR.name:
+        return [{"clusterName": c, "brokerName": name} for c in sorted(state.clusters)]
+    if table == t.BROKER_LIVE.name:
+        return [{"clusterName": c, "brokerAddr": a, "brokerName": name, "brokerId": li.broker_id,
+                 "lastUpdateTimestamp": li.last_update, "heartbeatTimeoutMillis": li.timeout_ms,
+                 "dataVersion": dump_data_version(li.data_version), "haServerAddr": li.ha_server_addr}
+                for (c, a), li in sorted(state.live.items())]
+    if table == t.FILTER_SERVER.name:
+        return [{"clusterName": c, "brokerAddr": a, "brokerName": name, "filterServer": list(lst)}
+                for (c, a), lst in sorted(state.filters.items())]
+    raise KeyError(table)
+
+
+def dump_data_version(dv: dict[str, int]) -> str:
+    return json.dumps({"counter": dv["counter"], "stateVersion": dv["stateVersion"],
+                       "timestamp": dv["timestamp"]}, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------- rules
+
+def _register(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    """§3.2, applied atomically: both rejection checks run before anything changes."""
+    cluster, addr, bid = e["clusterName"], e["brokerAddr"], e["brokerId"]
+    incoming_dv = e["dataVersion"]
+    existing = st.broker.addrs if st.broker is not None else {}
+
+    # §3.2.6 stale registration (controller mode): the id's current holder has a newer epoch.
+    old_addr = existing.get(bid)
+    if old_addr is not None and old_addr != addr:
+        holder = st.live.get((cluster, old_addr))
+        if holder is not None and holder.data_version["stateVersion"] > incoming_dv["stateVersion"]:
+            raise Rejected(f"stale registration of {addr} as {st.broker_name}/{bid}: "
+                           f"stateVersion {incoming_dv['stateVersion']} < {holder.data_version['stateVersion']} of {old_addr}")
+    # §3.2.7 single-topic guard: an incremental one-topic registration must not create a broker.
+    if bid not in existing and len(e["topicConfigTable"]) == 1:
+        raise Rejected(f"register broker failed: single-topic registration of unknown {st.broker_name}/{bid} ({addr})")
+
+    if cluster not in st.clusters:
+        st.clusters.add(cluster)
+        res.dirty.add(t.CLUSTER_ADDR.name)
+    register_first = False
+    if st.broker is None:
+        st.broker = BrokerData(cluster=cluster)
+        register_first = True
+    b = st.broker
+    is_old = e["enableActingMaster"] is None
+    acting = (not is_old) and bool(e["enableActingMaster"])
+    if (b.enable_acting_master, b.zone_name) != (acting, e["zoneName"]) or register_first:
+        b.enable_acting_master, b.zone_name = acting, e["zoneName"]
+        res.dirty.add(t.BROKER_ADDR.name)
+
+    # §3.2.5 master/slave switch: one ip:port holds one id inside a group.
+    for other in [i for i, a in b.addrs.items() if a == addr and i != bid]:
+        del b.addrs[other]
+        res.dirty.add(t.BROKER_ADDR.name)
+    previous = b.addrs.get(bid)
+    if previous != addr:
+        b.addrs[bid] = addr
+        res.dirty.add(t.BROKER_ADDR.name)
+    register_first = register_first or not previous
+
+    # §3.2.9-10 whose topic config counts, and which topics change.
+    is_master = bid == ev.MASTER_ID
+    is_prime_slave = (not is_old) and (not is_master) and bid == min(b.addrs)
+    if is_master or is_prime_slave:
+        prev_live = st.live.get((cluster, addr))
+        dv_changed = prev_live is None or prev_live.data_version != incoming_dv
+        incoming = e["topicConfigTable"]
+        if cfg.delete_topic_with_broker_registration:
+            for topic in [x for x in st.topics if x not in incoming]:
+                del st.topics[topic]
+                res.dirty.add(t.TOPIC_QUEUE.name)
+        for topic, tc in incoming.items():
+            if register_first or dv_changed or topic not in st.topics:
+                perm = tc["perm"]
+                if is_prime_slave and b.enable_acting_master:
+                    perm &= ~_WRITE
+                qd = {"readQueueNums": tc["readQueueNums"], "writeQueueNums": tc["writeQueueNums"],
+                      "perm": perm, "topicSysFlag": tc["topicSysFlag"]}
+                if st.topics.get(topic) != qd:
+                    st.topics[topic] = qd
+                    res.dirty.add(t.TOPIC_QUEUE.name)
+
+    # §3.2.11 live table
+    st.live[(cluster, addr)] = LiveInfo(
+        broker_id=bid, last_update=e["time"],
+        timeout_ms=e["heartbeatTimeoutMillis"] or cfg.default_timeout_ms,
+        data_version=dict(incoming_dv), ha_server_addr=e["haServerAddr"])
+    res.dirty.add(t.BROKER_LIVE.name)
+
+    # §3.2.12 filter servers: absent = untouched, empty = removed
+    fl = e["filterServerList"]
+    if fl is not None:
+        key = (cluster, addr)
+        if not fl:
+            if st.filters.pop(key, None) is not None:
+                res.dirty.add(t.FILTER_SERVER.name)
+        elif st.filters.get(key) != fl:
+            st.filters[key] = list(fl)
+            res.dirty.add(t.FILTER_SERVER.name)
+
+
+def _heartbeat(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    """§4: refresh liveness only; an unknown broker is a no-op."""
+    li = st.live.get((e["clusterName"], e["brokerAddr"]))
+    if li is not None and e["time"] > li.last_update:
+        li.last_update = e["time"]
+        res.dirty.add(t.BROKER_LIVE.name)
+
+
+def _unregister(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    _remove_address(st, e["clusterName"], e["brokerAddr"], res)
+
+
+def _remove_address(st: GroupState, cluster: str, addr: str, res: Result) -> None:
+    """§5.3 for one request: live/filter entries, addrs by address, then queue cleanup."""
+    if st.live.pop((cluster, addr), None) is not None:
+        res.dirty.add(t.BROKER_LIVE.name)
+    if st.filters.pop((cluster, addr), None) is not None:
+        res.dirty.add(t.FILTER_SERVER.name)
+    b = st.broker
+    if b is None:
+        return
+    gone = [i for i, a in b.addrs.items() if a == addr]
+    for i in gone:
+        del b.addrs[i]
+    if gone:
+        res.dirty.add(t.BROKER_ADDR.name)
+    if not b.addrs:
+        # The whole group is gone: its cluster membership (the request's cluster) and queues go too.
+        st.broker = None
+        res.dirty.add(t.BROKER_ADDR.name)
+        if cluster in st.clusters:
+            st.clusters.discard(cluster)
+            res.dirty.add(t.CLUSTER_ADDR.name)
+        if st.topics:
+            st.topics.clear()
+            res.dirty.add(t.TOPIC_QUEUE.name)
+    elif b.enable_acting_master and min(b.addrs) > ev.MASTER_ID:
+        # An acting-master group lost its master: its queues become read-only instead of vanishing.
+        for qd in st.topics.values():
+            if qd["perm"] & _WRITE:
+                qd["perm"] &= ~_WRITE
+                res.dirty.add(t.TOPIC_QUEUE.name)
+
+
+def _expire(st: GroupState, now_ms: int, res: Result) -> None:
+    """§5.1: every live entry with lastUpdateTimestamp + timeout < now is unregistered."""
+    for (cluster, addr), li in sorted(st.live.items()):
+        if li.last_update + li.timeout_ms < now_ms:
+            res.expired.append((cluster, addr))
+            _remove_address(st, cluster, addr, res)
+
+
+def _wipe_write_perm(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    """§7.1: clear the write bit; the count includes queues that were already read-only."""
+    for qd in st.topics.values():
+        if qd["perm"] & _WRITE:
+            qd["perm"] &= ~_WRITE
+            res.dirty.add(t.TOPIC_QUEUE.name)
+    res.counts.append(len(st.topics))
+
+
+def _add_write_perm(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    """§7.1: perm becomes exactly READ|WRITE (6), dropping any other bit."""
+    for qd in st.topics.values():
+        if qd["perm"] != ev.DEFAULT_PERM:
+            qd["perm"] = ev.DEFAULT_PERM
+            res.dirty.add(t.TOPIC_QUEUE.name)
+    res.counts.append(len(st.topics))
+
+
+def _delete_topic(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    """§7.2, one hosting group's share: with a cluster, only if this group is listed in it."""
+    cluster = e["clusterName"]
+    if cluster is not None and cluster not in st.clusters:
+        return
+    if st.topics.pop(e["topic"], None) is not None:
+        res.dirty.add(t.TOPIC_QUEUE.name)
+
+
+def _register_topic(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    """§7.3, one group's share: an unknown broker stores nothing."""
+    if st.broker is None:
+        return
+    qd = {k: e[k] for k in ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")}
+    if st.topics.get(e["topic"]) != qd:
+        st.topics[e["topic"]] = qd
+        res.dirty.add(t.TOPIC_QUEUE.name)
+
+
+_HANDLERS = {
+    ev.REGISTER_BROKER: _register,
+    ev.BROKER_HEARTBEAT: _heartbeat,
+    ev.UNREGISTER_BROKER: _unregister,
+    ev.WIPE_WRITE_PERM_OF_BROKER: _wipe_write_perm,
+    ev.ADD_WRITE_PERM_OF_BROKER: _add_write_perm,
+    ev.DELETE_TOPIC_IN_NAMESRV: _delete_topic,
+    ev.REGISTER_TOPIC_IN_NAMESRV: _register_topic,
+}

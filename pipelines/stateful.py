@@ -1,0 +1,106 @@
+"""The applyInPandasWithState step: raw Kafka records of one group → state + table rows.
+
+Parsing happens here rather than in an earlier stage because an event is only meaningful
+inside its group's ordered stream (the Kafka key), and one Python stage per batch is
+cheaper than two. The rules themselves live in `routing` and `kv`; this module only
+decodes, orders, dispatches and encodes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pandas as pd
+
+from pipelines import kv, routing
+from schemas import events as ev
+from schemas import tables as t
+
+OUTPUT_SCHEMA = ("grp string, tbl string, payload string, raw binary, rawKey string, "
+                 "partition int, offset long, kafkaTimestamp long")
+STATE_SCHEMA = "state string"
+OUTPUT_COLUMNS = ["grp", "tbl", "payload", "raw", "rawKey", "partition", "offset", "kafkaTimestamp"]
+
+DEAD_LETTER = t.DEAD_LETTER.name
+REJECTED = "_rejected"  # a valid event that RocketMQ's rules refused (logged, no table change)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    routing: routing.RoutingConfig
+    max_message_bytes: int
+    max_clock_skew_ms: int
+
+
+def run_group(group: str | None, records: list[dict[str, Any]], state_json: str | None, now_ms: int,
+              cfg: StepConfig) -> tuple[str | None, int | None, list[dict[str, Any]]]:
+    """Pure core of the step: returns (new state JSON, next expiry deadline, output rows)."""
+    out: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    for r in sorted(records, key=lambda r: (r["partition"], r["offset"])):
+        coords = {"raw": None, "rawKey": None, "partition": r["partition"], "offset": r["offset"],
+                  "kafkaTimestamp": r["timestamp"]}
+        try:
+            events.append(ev.parse_event(r["value"], key=r["key"], record_time_ms=r["timestamp"],
+                                         max_message_bytes=cfg.max_message_bytes,
+                                         max_clock_skew_ms=cfg.max_clock_skew_ms))
+        except ev.InvalidEvent as exc:
+            out.append({**coords, "grp": group, "tbl": DEAD_LETTER, "payload": str(exc),
+                        "raw": r["value"], "rawKey": r["key"]})
+
+    if group is not None and group.startswith(ev.KV_KEY_PREFIX):
+        ns = kv.Namespace.from_json(state_json) if state_json else None
+        ns, changed = kv.apply(ns, events)
+        if changed:
+            out.append(_table_row(group, kv.TABLE, kv.table_rows(ns)))
+        return (ns.to_json() if ns else None), None, out
+
+    st = routing.GroupState.from_json(state_json) if state_json else None
+    if st is None and not events:
+        return None, None, out
+    st, res = routing.apply(st, events, now_ms, cfg.routing)
+    for reason in res.rejected:
+        out.append({"grp": group, "tbl": REJECTED, "payload": reason, "raw": None, "rawKey": None,
+                    "partition": None, "offset": None, "kafkaTimestamp": None})
+    for table in sorted(res.dirty):
+        out.append(_table_row(group, table, routing.table_rows(st, table)))
+    return (st.to_json() if st else None), routing.next_deadline(st), out
+
+
+def _table_row(group: str | None, table: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"grp": group, "tbl": table, "payload": json.dumps(rows, separators=(",", ":")),
+            "raw": None, "rawKey": None, "partition": None, "offset": None, "kafkaTimestamp": None}
+
+
+def make_step(cfg: StepConfig):
+    """The function handed to applyInPandasWithState (ProcessingTimeTimeout)."""
+
+    def step(key: tuple, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+        group = key[0]
+        records: list[dict[str, Any]] = []
+        for pdf in pdfs:
+            records.extend(pdf.to_dict("records"))
+        for r in records:
+            r["partition"], r["offset"], r["timestamp"] = int(r["partition"]), int(r["offset"]), int(r["timestamp"])
+            if r["key"] is not None and not isinstance(r["key"], str):
+                r["key"] = None
+        now = state.getCurrentProcessingTimeMs()
+        previous = state.get[0] if state.exists else None
+        new_state, deadline, rows = run_group(group, records, previous, now, cfg)
+        if new_state is None:
+            if state.exists:
+                state.remove()
+        elif new_state != previous or state.hasTimedOut:
+            state.update((new_state,))
+        if new_state is not None and deadline is not None:
+            state.setTimeoutDuration(max(1, deadline - now + 1))
+        if rows:
+            yield pd.DataFrame(rows, columns=OUTPUT_COLUMNS).astype(
+                {"partition": "Int32", "offset": "Int64", "kafkaTimestamp": "Int64"})
+
+    return step

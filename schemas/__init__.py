@@ -1,0 +1,1 @@
+"""One definition per thing: the event contract (`events`) and the Delta tables (`tables`)."""

@@ -1,0 +1,26 @@
+"""Flask application factory: nothing happens at import time; tests build their own app."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from conf import Config
+from serving import cluster, errors, health, routes
+from serving.app_state import EXTENSION
+from serving.snapshot import SnapshotReader, SnapshotStore
+
+
+def create_app(cfg: Config, *, start_refresher: bool = True) -> Flask:
+    app = Flask("namesrv")
+    app.config["NAMESRV"] = cfg
+    app.json.sort_keys = True
+    app.config["MAX_CONTENT_LENGTH"] = 1024 * 1024
+    snapshots = SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000)
+    snapshots.refresh()
+    if start_refresher:
+        snapshots.start()
+    app.extensions[EXTENSION] = snapshots
+    errors.register(app)
+    for bp in (routes.bp, cluster.bp, health.bp):
+        app.register_blueprint(bp)
+    return app

@@ -1,0 +1,32 @@
+"""RocketMQ-style error answers: `{"code": <ResponseCode name>, "remark": ...}` with an HTTP status."""
+
+from __future__ import annotations
+
+from flask import Flask, jsonify
+from werkzeug.exceptions import HTTPException
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, remark: str) -> None:
+        super().__init__(remark)
+        self.status, self.code, self.remark = status, code, remark
+
+
+def topic_not_exist(topic: str) -> ApiError:
+    return ApiError(404, "TOPIC_NOT_EXIST", f"No topic route info in name server for the topic: {topic}")
+
+
+def register(app: Flask) -> None:
+    @app.errorhandler(ApiError)
+    def _api_error(err: ApiError):
+        return jsonify(code=err.code, remark=err.remark), err.status
+
+    @app.errorhandler(HTTPException)
+    def _http_error(err: HTTPException):
+        code = {404: "NOT_FOUND", 405: "REQUEST_CODE_NOT_SUPPORTED"}.get(err.code or 500, "BAD_REQUEST")
+        return jsonify(code=code, remark=err.description), err.code
+
+    @app.errorhandler(Exception)
+    def _unexpected(err: Exception):
+        app.logger.exception("unhandled error")
+        return jsonify(code="SYSTEM_ERROR", remark=type(err).__name__), 500

@@ -1,0 +1,167 @@
+"""Consistent cuts of the Delta tables, and the store that swaps in newer ones.
+
+A cut is the newest `snapshots` row plus each state table loaded at the version that row
+records, so a reader never mixes two batches. Loading happens on a background thread; a
+request only dereferences `SnapshotStore.current`, so it never waits on a load.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+
+from schemas import tables as t
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One consistent cut, indexed for lookups. Immutable once built."""
+
+    snapshot_id: int | None
+    commit_time: int | None
+    versions: dict[str, int]
+    source_offsets: dict[str, int]
+    topics: dict[str, list[dict[str, Any]]]          # topic -> QueueDatas (sorted by brokerName)
+    brokers: dict[str, dict[str, Any]]               # brokerName -> BrokerData
+    clusters: dict[str, list[str]]                   # clusterName -> brokerNames
+    live: list[dict[str, Any]]
+    filters: dict[tuple[str, str], list[str]]        # (cluster, addr) -> filter servers
+    kv: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @staticmethod
+    def empty() -> "Snapshot":
+        return build_snapshot(None, {name: [] for name in (x.name for x in t.STATE_TABLES)})
+
+
+def build_snapshot(row: dict[str, Any] | None, tables: dict[str, list[dict[str, Any]]]) -> Snapshot:
+    """Pure: index the rows of one cut (`tables`: table name -> rows) for the HTTP layer."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for r in tables[t.TOPIC_QUEUE.name]:
+        topics.setdefault(r["topic"], []).append({k: r[k] for k in (
+            "brokerName", "perm", "readQueueNums", "topicSysFlag", "writeQueueNums")})
+    for qds in topics.values():
+        qds.sort(key=lambda q: q["brokerName"])
+
+    brokers: dict[str, dict[str, Any]] = {}
+    for r in sorted(tables[t.BROKER_ADDR.name], key=lambda r: (r["brokerName"], r["brokerId"])):
+        bd = brokers.setdefault(r["brokerName"], {
+            "brokerAddrs": {}, "brokerName": r["brokerName"], "cluster": r["cluster"],
+            "enableActingMaster": r["enableActingMaster"]})
+        if r["zoneName"] is not None:
+            bd["zoneName"] = r["zoneName"]
+        bd["brokerAddrs"][str(r["brokerId"])] = r["brokerAddr"]
+
+    clusters: dict[str, list[str]] = {}
+    for r in tables[t.CLUSTER_ADDR.name]:
+        clusters.setdefault(r["clusterName"], []).append(r["brokerName"])
+    for names in clusters.values():
+        names.sort()
+
+    live = sorted(tables[t.BROKER_LIVE.name], key=lambda r: (r["clusterName"], r["brokerAddr"], r["brokerName"]))
+    filters = {(r["clusterName"], r["brokerAddr"]): list(r["filterServer"]) for r in tables[t.FILTER_SERVER.name]}
+    kv: dict[str, dict[str, str]] = {}
+    for r in tables[t.KV_CONFIG.name]:
+        ns = kv.setdefault(r["namespace"], {})
+        if r["key"] is not None:
+            ns[r["key"]] = r["value"]
+
+    return Snapshot(
+        snapshot_id=None if row is None else row["snapshotId"],
+        commit_time=None if row is None else row["commitTime"],
+        versions={} if row is None else {x.name: row[t.version_column(x)] for x in t.STATE_TABLES},
+        source_offsets={} if row is None else json.loads(row["sourceOffsets"]),
+        topics=topics, brokers=brokers, clusters=dict(sorted(clusters.items())), live=live,
+        filters=filters, kv=kv)
+
+
+class SnapshotReader:
+    """Reads cuts from the warehouse; keeps DeltaTable handles to load versions incrementally."""
+
+    def __init__(self, warehouse: Path) -> None:
+        self.warehouse = Path(warehouse)
+        self._handles: dict[str, DeltaTable] = {}
+
+    def _table(self, table: t.TableDef, version: int | None = None) -> DeltaTable:
+        dt = self._handles.get(table.name)
+        path = str(self.warehouse / table.name)
+        if dt is None:
+            dt = DeltaTable(path) if version is None else DeltaTable(path, version=version)
+            self._handles[table.name] = dt
+        elif version is None:
+            dt.update_incremental()
+        elif dt.version() != version:
+            dt.load_as_version(version)
+        return dt
+
+    def newest_row(self, after: int | None = None) -> dict[str, Any] | None:
+        """The newest `snapshots` row (None if there is none yet, or none newer than `after`)."""
+        path = self.warehouse / t.SNAPSHOTS.name
+        if not DeltaTable.is_deltatable(str(path)):
+            return None
+        dt = self._table(t.SNAPSHOTS)
+        dataset = dt.to_pyarrow_dataset()
+        flt = None if after is None else pc.field("snapshotId") > after
+        rows = dataset.to_table(filter=flt).to_pylist()
+        return max(rows, key=lambda r: r["snapshotId"]) if rows else None
+
+    def load(self, row: dict[str, Any]) -> Snapshot:
+        tables = {}
+        for table in t.STATE_TABLES:
+            dt = self._table(table, row[t.version_column(table)])
+            tables[table.name] = dt.to_pyarrow_table().to_pylist()
+        return build_snapshot(row, tables)
+
+
+class SnapshotStore:
+    """Holds the served snapshot; a daemon thread swaps in newer cuts as they are committed."""
+
+    def __init__(self, reader: SnapshotReader, refresh_interval_s: float) -> None:
+        self.reader = reader
+        self.refresh_interval_s = refresh_interval_s
+        self.current: Snapshot = Snapshot.empty()
+        self.last_check: float | None = None
+        self.last_error: str | None = None
+        self.loaded_at: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def refresh(self) -> bool:
+        """Load the newest cut if it is newer than the served one; True if a swap happened."""
+        try:
+            row = self.reader.newest_row(after=self.current.snapshot_id)
+            self.last_check = time.time()
+            if row is None:
+                self.last_error = None
+                return False
+            snap = self.reader.load(row)
+        except Exception as exc:  # keep serving the last good cut; /healthz reports the error
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.warning("snapshot refresh failed, still serving %s: %s", self.current.snapshot_id, self.last_error)
+            return False
+        self.current = snap  # atomic reference swap
+        self.loaded_at = time.time()
+        self.last_error = None
+        return True
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="snapshot-refresh", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.refresh()
+            self._stop.wait(self.refresh_interval_s)
