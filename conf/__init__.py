@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -89,7 +89,6 @@ def load_config(environ: Mapping[str, str] | None = None, defaults_file: Path = 
     with open(defaults_file, "rb") as fh:
         toml = tomllib.load(fh)
     values: dict[str, object] = {}
-    types = {f.name: f.type for f in fields(Config)}
     for name, (section, key, var) in _SOURCES.items():
         default = toml[section][key]
         raw = env.get(var)
@@ -110,5 +109,4 @@ def load_config(environ: Mapping[str, str] | None = None, defaults_file: Path = 
                  "broker_timeout_ms", "http_threads", "refresh_interval_ms", "max_message_bytes"):
         if int(values[name]) <= 0:  # type: ignore[arg-type]
             raise ConfigError(f"{_SOURCES[name][2]} must be positive")
-    del types
     return Config(**values)  # type: ignore[arg-type]

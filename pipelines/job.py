@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 from conf import Config, load_config
+from conf.logs import setup_logging
 from pipelines import kafka_source
 from pipelines.routing import RoutingConfig
 from pipelines.sink import DeltaSink
@@ -28,6 +29,8 @@ def build_spark(cfg: Config, app_name: str = "namesrv"):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, and no hostname warning
+    # pyspark's own pandas concat warns on every batch in the workers; it is not ours to fix.
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     from pyspark.sql import SparkSession
     log4j = Path(__file__).resolve().parent.parent / "conf" / "log4j2.properties"
     java_opts = f"-Dlog4j2.configurationFile={log4j.as_uri()}"
@@ -35,6 +38,7 @@ def build_spark(cfg: Config, app_name: str = "namesrv"):
              .config("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
              .config("spark.sql.execution.arrow.pyspark.enabled", "true")
              .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.driver.host", "127.0.0.1")
              .config("spark.driver.extraJavaOptions", java_opts)
@@ -74,7 +78,7 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME):
 
 def main() -> int:
     cfg = load_config()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging()
     kafka_source.ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions)
     spark = build_spark(cfg)
     query = start_query(spark, cfg)

@@ -11,6 +11,7 @@ one, so the true end is found by fetching that last batch (see `_true_end`).
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Iterator
@@ -21,6 +22,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 SOURCE_NAME = "namesrv_kafka"
 RAW_SCHEMA = "partition int, offset long, timestamp long, key string, value binary"
 
+log = logging.getLogger(__name__)
 _FETCH_BYTES = 64 * 1024 * 1024  # above any record we accept, so oversize records reach dead_letter
 
 
@@ -88,6 +90,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.max_records = int(options.get("maxRecordsPerBatch", "20000"))
         self._consumer = None
         self._ends: dict[int, tuple[int, int]] = {}  # partition -> (reported end, true end)
+        self._regressed: set[int] = set()
 
     # -- driver side
     def _tps(self):
@@ -125,6 +128,16 @@ class KafkaStreamReader(DataSourceStreamReader):
         out = {}
         for p, end in ends.items():
             s = int(start.get(str(p), 0))
+            if end < s:
+                # The log went backwards (a memory-only broker restarted): the next batch reads
+                # the new log from its beginning (see `partitions`).
+                if p not in self._regressed:
+                    log.warning("%s[%d]: end offset %d is behind the consumed offset %d; the log was reset, "
+                                "reading it from the beginning", self.topic, p, end, s)
+                    self._regressed.add(p)
+                out[str(p)] = end
+                continue
+            self._regressed.discard(p)
             out[str(p)] = end if budget is None or end <= s else min(end, s + budget)
         # A partition that vanished keeps its position; the engine requires monotone offsets.
         for p, off in start.items():
@@ -149,8 +162,19 @@ class KafkaStreamReader(DataSourceStreamReader):
         return true_end
 
     def partitions(self, start: dict, end: dict):
-        return [KafkaRange(int(p), int(start.get(p, 0)), int(e)) for p, e in sorted(end.items())
-                if int(e) > int(start.get(p, 0))]
+        ranges = []
+        for p, e in sorted(end.items()):
+            s, e = int(start.get(p, 0)), int(e)
+            if e < s:  # reset log: everything it holds now is new
+                s = self._beginning(int(p))
+            if e > s:
+                ranges.append(KafkaRange(int(p), s, e))
+        return ranges
+
+    def _beginning(self, partition: int) -> int:
+        from kafka import TopicPartition
+        tp = TopicPartition(self.topic, partition)
+        return self._client().beginning_offsets([tp])[tp]
 
     def commit(self, end: dict) -> None:
         pass

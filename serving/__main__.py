@@ -6,13 +6,13 @@ import logging
 import sys
 
 from conf import load_config
+from conf.logs import setup_logging
 from serving.app import create_app
 
 
 def main() -> int:
     cfg = load_config()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    setup_logging()
     from waitress import serve
     app = create_app(cfg)
     logging.getLogger("namesrv.http").info("serving %s on http://%s:%d", cfg.warehouse, cfg.http_host, cfg.http_port)

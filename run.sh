@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The one entry point.
+#   ./run.sh                 set up, then run embedded Kafka + streaming job + HTTP server (Ctrl-C stops all)
+#   ./run.sh test [args]     set up, then run the test suite (args go to pytest)
+#   ./run.sh simulate ...    publish a simulated broker fleet (--brokers N --topics M [--slaves K] [--period S])
+#   ./run.sh setup           only create/refresh the virtualenv
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+ROOT="$(pwd)"
+VENV="$ROOT/.venv"
+PY="${NAMESRV_PYTHON:-python3.11}"
+
+die() { echo "run.sh: $*" >&2; exit 1; }
+
+check_java() {
+  command -v java >/dev/null 2>&1 || die "Java 17 or newer is required by Spark and was not found on PATH (Debian: apt-get install openjdk-17-jre-headless)"
+  local v
+  v=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
+  [ -n "$v" ] && [ "$v" -ge 17 ] || die "Java 17 or newer is required by Spark; found: $(java -version 2>&1 | head -1)"
+}
+
+setup() {
+  check_java
+  command -v "$PY" >/dev/null 2>&1 || PY=python3
+  "$PY" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' \
+    || die "Python 3.11 is required (found $("$PY" --version 2>&1)); set NAMESRV_PYTHON to a 3.11 interpreter"
+  if [ ! -x "$VENV/bin/python" ]; then
+    echo "run.sh: creating $VENV" >&2
+    "$PY" -m venv "$VENV"
+  fi
+  # Reinstall only when pyproject.toml changed (keeps a warm start fast).
+  local stamp="$VENV/.namesrv-installed" want
+  want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "run.sh: installing the project and its pinned dependencies (first run takes a few minutes)" >&2
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]"
+    echo "$want" > "$stamp"
+  fi
+  export PYSPARK_PYTHON="$VENV/bin/python" PYSPARK_DRIVER_PYTHON="$VENV/bin/python"
+  export SPARK_LOCAL_IP=127.0.0.1
+}
+
+cmd="${1:-run}"
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  run)      setup; exec "$VENV/bin/python" -m pipelines.launcher "$@" ;;
+  test)     setup; exec "$VENV/bin/python" -m pytest "$@" ;;
+  simulate) setup; exec "$VENV/bin/python" -m pipelines.simulator "$@" ;;
+  setup)    setup; echo "run.sh: ready ($VENV)" ;;
+  -h|--help|help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) die "unknown command '$cmd' (try: ./run.sh, ./run.sh test, ./run.sh simulate --help)" ;;
+esac

@@ -1,0 +1,42 @@
+"""Event builders for tests: the producers' builders, normalised through the real parser."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schemas import events as ev
+
+CLUSTER = "DefaultCluster"
+
+
+def norm(event: dict[str, Any], time_ms: int) -> dict[str, Any]:
+    """What the pipeline hands the state machines for `event` published at `time_ms`."""
+    key, value = ev.encode(event)
+    return ev.parse_event(value, key=key.decode(), record_time_ms=time_ms,
+                          max_message_bytes=1 << 20, max_clock_skew_ms=10**12)
+
+
+def topics(*names: str, read: int = 8, write: int = 8, perm: int = 6, sys_flag: int = 0) -> dict[str, Any]:
+    return {n: ev.topic_config(n, read=read, write=write, perm=perm, sys_flag=sys_flag) for n in names}
+
+
+def dv(counter: int, state_version: int = 0, timestamp: int = 1) -> dict[str, int]:
+    return {"timestamp": timestamp, "counter": counter, "stateVersion": state_version}
+
+
+def reg(name: str, bid: int, addr: str, *, tps: dict[str, Any] | None = None, counter: int = 1,
+        state_version: int = 0, cluster: str = CLUSTER, timeout_ms: int | None = None,
+        acting: bool | None = False, zone: str | None = None, filters: list[str] | None = None,
+        ha: str | None = None) -> dict[str, Any]:
+    return ev.register_broker_event(
+        cluster=cluster, broker_name=name, broker_id=bid, addr=addr, ha_addr=ha,
+        topics=topics("Base", "TopicTest") if tps is None else tps, data_version=dv(counter, state_version),
+        timeout_ms=timeout_ms, enable_acting_master=acting, zone=zone, filter_servers=filters)
+
+
+def hb(name: str, bid: int, addr: str, cluster: str = CLUSTER) -> dict[str, Any]:
+    return ev.heartbeat_event(cluster=cluster, broker_name=name, broker_id=bid, addr=addr)
+
+
+def unreg(name: str, bid: int, addr: str, cluster: str = CLUSTER) -> dict[str, Any]:
+    return ev.unregister_broker_event(cluster=cluster, broker_name=name, broker_id=bid, addr=addr)

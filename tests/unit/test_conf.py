@@ -1,0 +1,31 @@
+"""conf.load_config: defaults, environment overrides, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from conf import ConfigError, load_config
+
+
+def test_defaults_match_the_documented_contract():
+    cfg = load_config({})
+    assert (cfg.kafka_topic, cfg.http_host, cfg.http_port, cfg.broker_timeout_ms) == (
+        "namesrv-events", "127.0.0.1", 9877, 120_000)
+    assert cfg.uses_embedded_kafka and cfg.bootstrap == f"127.0.0.1:{cfg.kafka_embedded_port}"
+
+
+def test_environment_overrides(tmp_path):
+    cfg = load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_KAFKA_BOOTSTRAP": "127.0.0.1:9092",
+                       "NAMESRV_BROKER_TIMEOUT_MS": "5000", "NAMESRV_TRIGGER_INTERVAL_MS": "250"})
+    assert cfg.warehouse == tmp_path / "delta" and not cfg.uses_embedded_kafka
+    assert cfg.bootstrap == "127.0.0.1:9092" and cfg.broker_timeout_ms == 5000 and cfg.trigger_interval_ms == 250
+
+
+@pytest.mark.parametrize("var, value, message", [
+    ("NAMESRV_HTTP_PORT", "abc", "NAMESRV_HTTP_PORT='abc' is not an integer"),
+    ("NAMESRV_BROKER_TIMEOUT_MS", "0", "NAMESRV_BROKER_TIMEOUT_MS must be positive"),
+    ("NAMESRV_TRIGGER_INTERVAL_MS", "-5", "must not be negative"),
+])
+def test_bad_values_name_the_variable(var, value, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config({var: value})

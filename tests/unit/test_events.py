@@ -1,0 +1,99 @@
+"""The event contract (schemas.events): what is accepted, normalised, and rejected with which reason."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from schemas import events as ev
+from tests.helpers import reg
+
+T0 = 1_700_000_000_000
+
+
+def parse(raw, key="broker-a", time_ms=T0, skew=300_000, max_bytes=1 << 20):
+    value = raw if isinstance(raw, bytes) else json.dumps(raw).encode()
+    return ev.parse_event(value, key=key, record_time_ms=time_ms, max_message_bytes=max_bytes,
+                          max_clock_skew_ms=skew)
+
+
+def test_registration_defaults_are_filled_in():
+    e = parse({"type": "REGISTER_BROKER", "clusterName": "C", "brokerName": "broker-a", "brokerId": 0,
+               "brokerAddr": "127.0.0.1:10911", "topicConfigTable": {"T": {}}})
+    assert e["time"] == T0
+    assert e["topicConfigTable"]["T"] == {"readQueueNums": 16, "writeQueueNums": 16, "perm": 6,
+                                          "topicSysFlag": 0, "order": False}
+    assert e["dataVersion"] == {"timestamp": 0, "counter": 0, "stateVersion": 0}
+    assert e["enableActingMaster"] is None and e["heartbeatTimeoutMillis"] is None
+    assert e["filterServerList"] is None and e["haServerAddr"] is None
+
+
+def test_event_timestamp_wins_over_record_time():
+    e = parse({**reg("broker-a", 0, "127.0.0.1:1"), "timestamp": T0 - 1000})
+    assert e["time"] == T0 - 1000
+
+
+def test_builders_round_trip():
+    key, value = ev.encode(reg("broker-a", 1, "127.0.0.1:1", timeout_ms=5000, zone="z", filters=[]))
+    e = ev.parse_event(value, key=key.decode(), record_time_ms=T0, max_message_bytes=1 << 20, max_clock_skew_ms=1)
+    assert (e["brokerId"], e["heartbeatTimeoutMillis"], e["zoneName"], e["filterServerList"]) == (1, 5000, "z", [])
+
+
+@pytest.mark.parametrize("raw, key, reason", [
+    (b"not json", "broker-a", "not JSON"),
+    (b"\xff\xfe", "broker-a", "not UTF-8"),
+    ([1, 2], "broker-a", "JSON object"),
+    ({"type": "NOPE"}, "broker-a", "unknown event type"),
+    ({"brokerName": "broker-a"}, "broker-a", "missing required field 'type'"),
+    ({"type": "REGISTER_BROKER", "clusterName": "C", "brokerId": 0, "brokerAddr": "1.2.3.4:5"}, "broker-a",
+     "missing required field 'brokerName'"),
+    ({"type": "REGISTER_BROKER", "clusterName": "C", "brokerName": "broker-a", "brokerId": "0",
+      "brokerAddr": "1.2.3.4:5"}, "broker-a", "brokerId must be an integer"),
+    ({"type": "REGISTER_BROKER", "clusterName": "C", "brokerName": "broker-a", "brokerId": -1,
+      "brokerAddr": "1.2.3.4:5"}, "broker-a", "brokerId=-1 is outside"),
+    ({"type": "REGISTER_BROKER", "clusterName": "C", "brokerName": "broker-a", "brokerId": 0,
+      "brokerAddr": "nope"}, "broker-a", "host:port"),
+    ({"type": "REGISTER_BROKER", "clusterName": "C", "brokerName": "broker-a", "brokerId": 0,
+      "brokerAddr": "1.2.3.4:5", "topicConfigTable": {"bad topic": {}}}, "broker-a", "characters outside"),
+    ({"type": "REGISTER_BROKER", "clusterName": "C", "brokerName": "broker-a", "brokerId": 0,
+      "brokerAddr": "1.2.3.4:5", "topicConfigTable": {"T": {"perm": 8}}}, "broker-a", "perm=8 is outside"),
+    ({"type": "REGISTER_BROKER", "clusterName": "C", "brokerName": "broker-a", "brokerId": 0,
+      "brokerAddr": "1.2.3.4:5", "topicConfigTable": {"T": {"readQueueNums": -1}}}, "broker-a", "readQueueNums=-1"),
+    ({"type": "REGISTER_BROKER", "clusterName": "C", "brokerName": "broker-a", "brokerId": 0,
+      "brokerAddr": "1.2.3.4:5", "topicConfigTable": {"T": {"topicName": "U"}}}, "broker-a", "not its key"),
+    ({"type": "REGISTER_BROKER", "clusterName": "C", "brokerName": "broker-a", "brokerId": 0,
+      "brokerAddr": "1.2.3.4:5", "timestamp": 5}, "broker-a", "away from the Kafka record time"),
+    ({"type": "BROKER_HEARTBEAT", "clusterName": "C", "brokerName": "broker-a", "brokerAddr": "1.2.3.4:5"},
+     "broker-b", "Kafka key 'broker-b' must be 'broker-a'"),
+    ({"type": "BROKER_HEARTBEAT", "clusterName": "C", "brokerName": "broker-a", "brokerAddr": "1.2.3.4:5"},
+     None, "Kafka key None"),
+    ({"type": "PUT_KV_CONFIG", "namespace": "ns", "key": "k"}, "kv/ns", "missing required field 'value'"),
+])
+def test_invalid_events_are_rejected_with_a_reason(raw, key, reason):
+    with pytest.raises(ev.InvalidEvent, match=None) as info:
+        parse(raw, key=key)
+    assert reason in str(info.value)
+
+
+def test_oversize_record_is_rejected_before_parsing():
+    with pytest.raises(ev.InvalidEvent, match="exceeds the 100-byte limit"):
+        parse(b"{" + b" " * 200 + b"}", max_bytes=100)
+
+
+@pytest.mark.parametrize("topic, ok", [
+    ("TopicTest", True), ("a|b%c_d-e", True), ("x" * 127, True), ("x" * 128, False),
+    ("%RETRY%" + "x" * 240, True), ("%DLQ%" + "x" * 251, False), ("", False), (" ", False), ("tópico", False),
+])
+def test_topic_validator_rules(topic, ok):
+    if ok:
+        assert ev.validate_topic(topic) == topic
+    else:
+        with pytest.raises(ev.InvalidEvent):
+            ev.validate_topic(topic)
+
+
+def test_kv_events_are_keyed_by_namespace():
+    e = parse({"type": "PUT_KV_CONFIG", "namespace": "ORDER_TOPIC_CONFIG", "key": "T", "value": "b:4"},
+              key="kv/ORDER_TOPIC_CONFIG")
+    assert ev.group_key(e) == "kv/ORDER_TOPIC_CONFIG" and e["value"] == "b:4"

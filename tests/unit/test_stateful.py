@@ -1,0 +1,74 @@
+"""The applyInPandasWithState core (pipelines.stateful.run_group): decode, order, dispatch, encode."""
+
+from __future__ import annotations
+
+import json
+
+from pipelines import routing
+from pipelines.stateful import DEAD_LETTER, REJECTED, StepConfig, run_group
+from schemas import events as ev
+from schemas import tables as t
+from tests.helpers import reg, topics
+
+CFG = StepConfig(routing.RoutingConfig(default_timeout_ms=10_000), max_message_bytes=1 << 20,
+                 max_clock_skew_ms=60_000)
+T0 = 1_700_000_000_000
+
+
+def record(event_or_bytes, offset, key="broker-a", partition=0, ts=T0):
+    value = event_or_bytes if isinstance(event_or_bytes, bytes) else ev.encode(event_or_bytes)[1]
+    return {"partition": partition, "offset": offset, "timestamp": ts, "key": key, "value": value}
+
+
+def by_table(rows):
+    return {r["tbl"]: r for r in rows}
+
+
+def test_records_are_applied_in_offset_order():
+    recs = [record(reg("broker-a", 0, "10.0.0.1:1", tps=topics("Base", "T", read=2), counter=2), 5),
+            record(reg("broker-a", 0, "10.0.0.1:1", tps=topics("Base", "T", read=1), counter=1), 4)]
+    state, deadline, rows = run_group("broker-a", recs, None, T0, CFG)
+    queue_rows = json.loads(by_table(rows)[t.TOPIC_QUEUE.name]["payload"])
+    assert {r["topic"]: r["readQueueNums"] for r in queue_rows}["T"] == 2
+    assert deadline == T0 + 10_000
+
+
+def test_bad_records_become_dead_letters_and_valid_ones_still_apply():
+    recs = [record(b"garbage", 1), record(reg("broker-a", 0, "10.0.0.1:1"), 2),
+            record(reg("broker-b", 0, "10.0.0.2:1"), 3)]  # key says broker-a, body broker-b
+    state, _, rows = run_group("broker-a", recs, None, T0, CFG)
+    dead = [r for r in rows if r["tbl"] == DEAD_LETTER]
+    assert [(d["offset"], d["raw"]) for d in dead] == [(1, b"garbage"), (3, recs[2]["value"])]
+    assert "not JSON" in dead[0]["payload"] and "Kafka key" in dead[1]["payload"]
+    assert routing.GroupState.from_json(state).broker.addrs == {0: "10.0.0.1:1"}
+
+
+def test_rejections_are_reported_and_leave_no_state():
+    state, deadline, rows = run_group("broker-a", [record(reg("broker-a", 0, "10.0.0.1:1", tps=topics("One")), 0)],
+                                      None, T0, CFG)
+    assert state is None and deadline is None
+    assert [r["tbl"] for r in rows] == [REJECTED]
+
+
+def test_timeout_call_without_records_expires():
+    state, _, _ = run_group("broker-a", [record(reg("broker-a", 0, "10.0.0.1:1"), 0)], None, T0, CFG)
+    state2, deadline, rows = run_group("broker-a", [], state, T0 + 10_001, CFG)
+    assert state2 is None and deadline is None
+    assert {r["tbl"]: json.loads(r["payload"]) for r in rows}[t.BROKER_ADDR.name] == []
+
+
+def test_quiet_call_emits_nothing():
+    state, _, _ = run_group("broker-a", [record(reg("broker-a", 0, "10.0.0.1:1"), 0)], None, T0, CFG)
+    assert run_group("broker-a", [], state, T0 + 5, CFG) == (state, T0 + 10_000, [])
+
+
+def test_kv_group():
+    put = {"type": "PUT_KV_CONFIG", "namespace": "ns", "key": "k", "value": "v"}
+    state, deadline, rows = run_group("kv/ns", [record(put, 0, key="kv/ns")], None, T0, CFG)
+    assert deadline is None and json.loads(rows[0]["payload"]) == [{"namespace": "ns", "key": "k", "value": "v"}]
+    assert rows[0]["tbl"] == t.KV_CONFIG.name
+
+
+def test_null_key_group_only_dead_letters():
+    state, _, rows = run_group(None, [record(reg("broker-a", 0, "10.0.0.1:1"), 0, key=None)], None, T0, CFG)
+    assert state is None and [r["tbl"] for r in rows] == [DEAD_LETTER]
