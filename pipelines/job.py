@@ -33,7 +33,9 @@ def build_spark(cfg: Config, app_name: str = "namesrv"):
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     from pyspark.sql import SparkSession
     log4j = Path(__file__).resolve().parent.parent / "conf" / "log4j2.properties"
-    java_opts = f"-Dlog4j2.configurationFile={log4j.as_uri()}"
+    # -Xss: on stop, Spark matches a regex over the interrupted Python source's traceback, which
+    # overflows the default 1 MiB thread stack and prints a thousand-line StackOverflowError.
+    java_opts = f"-Dlog4j2.configurationFile={log4j.as_uri()} -Xss32m"
     spark = (SparkSession.builder.master(cfg.spark_master).appName(app_name)
              .config("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
              .config("spark.sql.execution.arrow.pyspark.enabled", "true")
@@ -48,8 +50,26 @@ def build_spark(cfg: Config, app_name: str = "namesrv"):
              .config("spark.python.worker.reuse", "true")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    _quiet_accumulator_server()
     spark.dataSource.register(kafka_source.KafkaEventSource)
     return spark
+
+
+def _quiet_accumulator_server() -> None:
+    """A Python worker killed by query.stop() closes its accumulator socket mid-read; pyspark's
+    server then prints an EOFError traceback. That is shutdown noise, not a failure."""
+    import pyspark.accumulators as acc
+    original = acc.AccumulatorTCPServer.handle_error
+    if getattr(original, "_namesrv_quiet", False):
+        return
+
+    def handle_error(self, request, client_address):
+        if isinstance(sys.exc_info()[1], EOFError):
+            return
+        original(self, request, client_address)
+
+    handle_error._namesrv_quiet = True  # type: ignore[attr-defined]
+    acc.AccumulatorTCPServer.handle_error = handle_error
 
 
 def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME):

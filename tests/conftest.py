@@ -1,0 +1,44 @@
+"""Session-wide real components: one Tansu broker and one SparkSession for the whole run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conf import load_config
+from tests.harness import free_port
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap():
+    """A real Kafka-protocol broker (Tansu, memory storage) on 127.0.0.1, or NAMESRV_TEST_KAFKA."""
+    external = os.environ.get("NAMESRV_TEST_KAFKA")
+    if external:
+        yield external
+        return
+    from pipelines import embedded_kafka
+    port = free_port()
+    proc = embedded_kafka.start_tansu(port)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    """The one SparkSession of the test run (local[2], like CI)."""
+    if shutil.which("java") is None:
+        pytest.skip("Java 17+ is not on PATH: Spark cannot start")
+    from pipelines.job import build_spark
+    cfg = load_config({"NAMESRV_DATA_DIR": str(tmp_path_factory.mktemp("spark"))})
+    session = build_spark(cfg, app_name="namesrv-tests")
+    yield session
+    session.stop()

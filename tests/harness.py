@@ -1,0 +1,99 @@
+"""A running pipeline for integration tests: query on the shared SparkSession, a real HTTP
+server (waitress) on 127.0.0.1, a publisher, and bounded waits."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import requests
+
+from conf import Config, load_config
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Pipeline:
+    def __init__(self, spark, bootstrap: str, data_dir: Path, *, broker_timeout_ms: int = 120_000,
+                 trigger_ms: int = 500, **env: str) -> None:
+        self.spark = spark
+        self.cfg: Config = load_config({
+            "NAMESRV_DATA_DIR": str(data_dir), "NAMESRV_KAFKA_BOOTSTRAP": bootstrap,
+            "NAMESRV_KAFKA_TOPIC": f"namesrv-test-{uuid.uuid4().hex[:8]}",
+            "NAMESRV_BROKER_TIMEOUT_MS": str(broker_timeout_ms), "NAMESRV_TRIGGER_INTERVAL_MS": str(trigger_ms),
+            "NAMESRV_REFRESH_INTERVAL_MS": "100", "NAMESRV_HTTP_PORT": "0", **env})
+        self.query = None
+        self._server = None
+        self.url = ""
+        from pipelines.kafka_source import ensure_topic
+        from pipelines.publish import EventPublisher
+        ensure_topic(self.cfg.bootstrap, self.cfg.kafka_topic, self.cfg.kafka_partitions)
+        self.publisher = EventPublisher(self.cfg.bootstrap, self.cfg.kafka_topic)
+
+    # -- lifecycle
+    def start_job(self) -> "Pipeline":
+        from pipelines.job import start_query
+        self.query = start_query(self.spark, self.cfg, query_name=f"q_{uuid.uuid4().hex[:8]}")
+        return self
+
+    def stop_job(self) -> None:
+        if self.query is not None:
+            self.query.stop()
+            self.query = None
+
+    def start_http(self) -> "Pipeline":
+        from waitress import create_server
+
+        from serving.app import create_app
+        self.app = create_app(self.cfg)
+        self._server = create_server(self.app, host="127.0.0.1", port=0, threads=4)
+        self.url = f"http://127.0.0.1:{self._server.effective_port}"
+        threading.Thread(target=self._server.run, daemon=True).start()
+        return self
+
+    def close(self) -> None:
+        self.stop_job()
+        if self._server is not None:
+            self.app.extensions["namesrv.snapshots"].stop()
+            self._server.close()
+        self.publisher.close()
+
+    # -- I/O
+    def publish(self, events: Iterable[dict[str, Any]]) -> list[tuple[int, int]]:
+        return self.publisher.publish(events)
+
+    def get(self, path: str) -> tuple[int, Any]:
+        r = requests.get(self.url + path, timeout=10)
+        return r.status_code, r.json()
+
+    def wait_for(self, probe: Callable[[], Any], timeout: float = 60, what: str = "condition") -> Any:
+        """Poll `probe` until it returns a truthy value; fail with `what` after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            self.check_job()
+            last = probe()
+            if last:
+                return last
+            time.sleep(0.1)
+        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last probe: {last!r}")
+
+    def wait_served(self, coords: list[tuple[int, int]], timeout: float = 60) -> dict[str, Any]:
+        """Wait until the served snapshot has consumed every (partition, offset) in `coords`."""
+        def probe():
+            _, health = self.get("/healthz")
+            offsets = health.get("sourceOffsets") or {}
+            return health if all(int(offsets.get(str(p), -1)) > o for p, o in coords) else None
+        return self.wait_for(probe, timeout, f"offsets {coords} to be served")
+
+    def check_job(self) -> None:
+        if self.query is not None and self.query.exception() is not None:
+            raise AssertionError(f"streaming query failed: {self.query.exception()}")

@@ -1,0 +1,78 @@
+"""Restarting the job on the same checkpoint: routes kept, no duplicate rows, silent brokers expired."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+from deltalake import DeltaTable
+
+from schemas import tables as t
+from tests.harness import Pipeline
+from tests.helpers import hb, reg, topics
+
+pytestmark = pytest.mark.integration
+
+KEYS = {
+    t.TOPIC_QUEUE.name: ("topic", "brokerName"),
+    t.BROKER_ADDR.name: ("brokerName", "brokerId"),
+    t.CLUSTER_ADDR.name: ("clusterName", "brokerName"),
+    t.BROKER_LIVE.name: ("clusterName", "brokerAddr", "brokerName"),
+    t.FILTER_SERVER.name: ("clusterName", "brokerAddr", "brokerName"),
+    t.KV_CONFIG.name: ("namespace", "key"),
+}
+
+
+def test_restart_keeps_routes_without_duplicates_and_expires_the_silent(spark, kafka_bootstrap, tmp_path):
+    p = Pipeline(spark, kafka_bootstrap, tmp_path).start_job().start_http()
+    try:
+        stay, silent = "127.0.0.1:17911", "127.0.0.1:17921"
+        p.wait_served(p.publish([
+            reg("broker-stay", 0, stay, tps=topics("StayTopic", "Base"), timeout_ms=60_000),
+            reg("broker-silent", 0, silent, tps=topics("SilentTopic", "Base"), timeout_ms=8_000)]))
+        assert p.get("/topics/SilentTopic/route")[0] == 200
+        snapshots_before = len(DeltaTable(str(p.cfg.warehouse / "snapshots")).to_pyarrow_table())
+        p.stop_job()
+        stopped = time.time()
+
+        # While the job is down, only broker-stay keeps heartbeating; the server keeps answering.
+        while time.time() - stopped < 9:
+            p.publish([hb("broker-stay", 0, stay)])
+            assert p.get("/topics/SilentTopic/route")[0] == 200
+            time.sleep(1)
+
+        p.start_job()
+        p.wait_for(lambda: p.get("/topics/SilentTopic/route")[0] == 404, 60, "broker-silent to expire on restart")
+        status, body = p.get("/topics/StayTopic/route")
+        assert status == 200 and body["brokerDatas"][0]["brokerAddrs"] == {"0": stay}
+        assert len(DeltaTable(str(p.cfg.warehouse / "snapshots")).to_pyarrow_table()) > snapshots_before
+
+        for table, key in KEYS.items():
+            rows = DeltaTable(str(p.cfg.warehouse / table)).to_pyarrow_table().to_pylist()
+            dupes = [k for k, n in Counter(tuple(r[c] for c in key) for r in rows).items() if n > 1]
+            assert not dupes, f"{table} has duplicate rows for {dupes}"
+        live = DeltaTable(str(p.cfg.warehouse / "broker_live")).to_pyarrow_table().to_pylist()
+        assert [r["brokerName"] for r in live] == ["broker-stay"]
+    finally:
+        p.close()
+
+
+def test_replaying_a_committed_batch_changes_nothing(spark, kafka_bootstrap, tmp_path):
+    """The sink's idempotency, driven directly: the same batch id twice writes once."""
+    from pipelines.sink import DeltaSink
+    from pipelines.stateful import run_group, StepConfig
+    from pipelines.routing import RoutingConfig
+    from schemas import events as ev
+
+    sink = DeltaSink(tmp_path / "delta", tmp_path / "checkpoint")
+    sink.ensure_tables()
+    key, value = ev.encode(reg("broker-r", 0, "127.0.0.1:18911"))
+    _, _, rows = run_group("broker-r", [{"partition": 0, "offset": 0, "timestamp": int(time.time() * 1000),
+                                         "key": key.decode(), "value": value}], None, int(time.time() * 1000),
+                           StepConfig(RoutingConfig(), 1 << 20, 60_000))
+    sink.commit(0, rows)
+    versions = {x.name: DeltaTable(sink.path(x)).version() for x in t.ALL_TABLES}
+    sink.commit(0, rows)
+    assert {x.name: DeltaTable(sink.path(x)).version() for x in t.ALL_TABLES} == versions
+    assert len(DeltaTable(sink.path(t.TOPIC_QUEUE)).to_pyarrow_table()) == 2
