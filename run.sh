@@ -33,8 +33,12 @@ setup() {
   want=$(sha256sum pyproject.toml | cut -d' ' -f1)
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "run.sh: installing the project and its pinned dependencies (first run takes a few minutes)" >&2
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]"
+    local log="$VENV/install.log"
+    if ! { "$VENV/bin/python" -m pip install --disable-pip-version-check --upgrade pip \
+           && "$VENV/bin/python" -m pip install --disable-pip-version-check -e ".[test]"; } >"$log" 2>&1; then
+      tail -30 "$log" >&2
+      die "installing failed; the full log is $log"
+    fi
     echo "$want" > "$stamp"
   fi
   export PYSPARK_PYTHON="$VENV/bin/python" PYSPARK_DRIVER_PYTHON="$VENV/bin/python"

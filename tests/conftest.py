@@ -12,6 +12,22 @@ from conf import load_config
 from tests.harness import free_port
 
 
+_FIGURES: list[str] = []
+
+
+@pytest.fixture
+def figures():
+    """Record a measured figure; all of them are printed in the terminal summary."""
+    return _FIGURES.append
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _FIGURES:
+        terminalreporter.section("measured figures")
+        for line in _FIGURES:
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap():
     """A real Kafka-protocol broker (Tansu, memory storage) on 127.0.0.1, or NAMESRV_TEST_KAFKA."""

@@ -69,7 +69,7 @@ def test_two_groups_are_served_with_rocketmq_shapes(pipe, spark):
     assert_df_equality(actual, expected, ignore_row_order=True)
 
 
-def test_silent_brokers_expire_and_take_their_group_with_them(pipe):
+def test_silent_brokers_expire_and_take_their_group_with_them(pipe, figures):
     cluster, name, master, slave = "ExpiryCluster", "broker-exp", "127.0.0.1:11911", "127.0.0.1:11912"
     tps = topics("ExpiryTopic", "ExpiryBase")
     pipe.wait_served(pipe.publish([reg(name, 0, master, tps=tps, cluster=cluster, timeout_ms=3000),
@@ -88,7 +88,7 @@ def test_silent_brokers_expire_and_take_their_group_with_them(pipe):
     pipe.publish([hb(name, 0, master, cluster=cluster)])
     pipe.wait_for(lambda: route(pipe, "ExpiryTopic")[0] == 404, 30, "the group to expire")
     overshoot = time.time() - last_heartbeat - 3.0
-    print(f"\nexpiry overshoot (removal served - last heartbeat - timeout): {overshoot:.2f} s")
+    figures(f"expiry overshoot (removal served - last heartbeat - 3 s timeout): {overshoot:.2f} s")
     status, body = route(pipe, "ExpiryTopic")
     assert body == {"code": "TOPIC_NOT_EXIST",
                     "remark": "No topic route info in name server for the topic: ExpiryTopic"}
@@ -153,7 +153,7 @@ def test_garbage_is_quarantined_and_the_job_keeps_serving(pipe):
     assert [dead[c]["value"] for c in bad_coords] == [v for _, v in bad]
 
 
-def test_publish_to_served_latency_over_20_registrations(pipe):
+def test_publish_to_served_latency_over_20_registrations(pipe, figures):
     latencies = []
     for i in range(20):
         started = time.time()
@@ -161,8 +161,8 @@ def test_publish_to_served_latency_over_20_registrations(pipe):
                           cluster="LatCluster")])
         pipe.wait_for(lambda: route(pipe, f"LatTopic{i}")[0] == 200, 30, f"LatTopic{i}")
         latencies.append(time.time() - started)
-    print(f"\npublish -> route served over 20 registrations: median {statistics.median(latencies):.2f} s, "
-          f"worst {max(latencies):.2f} s")
+    figures(f"publish -> route served over 20 registrations: median {statistics.median(latencies):.2f} s, "
+            f"worst {max(latencies):.2f} s")
     assert max(latencies) < 30
 
 
