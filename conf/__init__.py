@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -28,10 +28,14 @@ _SOURCES: dict[str, tuple[str, str, str]] = {
     "trigger_interval_ms": ("job", "trigger_interval_ms", "NAMESRV_TRIGGER_INTERVAL_MS"),
     "broker_timeout_ms": ("job", "broker_timeout_ms", "NAMESRV_BROKER_TIMEOUT_MS"),
     "max_clock_skew_ms": ("job", "max_clock_skew_ms", "NAMESRV_MAX_CLOCK_SKEW_MS"),
+    "delete_topic_with_broker_registration": ("job", "delete_topic_with_broker_registration",
+                                              "NAMESRV_DELETE_TOPIC_WITH_BROKER_REGISTRATION"),
     "http_host": ("http", "host", "NAMESRV_HTTP_HOST"),
     "http_port": ("http", "port", "NAMESRV_HTTP_PORT"),
     "http_threads": ("http", "threads", "NAMESRV_HTTP_THREADS"),
     "refresh_interval_ms": ("http", "refresh_interval_ms", "NAMESRV_REFRESH_INTERVAL_MS"),
+    "write_timeout_ms": ("http", "write_timeout_ms", "NAMESRV_WRITE_TIMEOUT_MS"),
+    "admin_token": ("http", "admin_token", "NAMESRV_ADMIN_TOKEN"),
 }
 
 
@@ -53,10 +57,13 @@ class Config:
     trigger_interval_ms: int
     broker_timeout_ms: int
     max_clock_skew_ms: int
+    delete_topic_with_broker_registration: bool
     http_host: str
     http_port: int
     http_threads: int
     refresh_interval_ms: int
+    write_timeout_ms: int
+    admin_token: str = field(repr=False)  # never printed
 
     @property
     def bootstrap(self) -> str:
@@ -79,6 +86,10 @@ class Config:
     def log_dir(self) -> Path:
         return self.data_dir / "logs"
 
+    @property
+    def admin_token_file(self) -> Path:
+        return self.data_dir / "admin-token"
+
     def with_overrides(self, **changes: object) -> "Config":
         return replace(self, **changes)
 
@@ -94,6 +105,10 @@ def load_config(environ: Mapping[str, str] | None = None, defaults_file: Path = 
         raw = env.get(var)
         if raw is None or raw == "" and not isinstance(default, str):
             value: object = default
+        elif isinstance(default, bool):
+            if raw.strip().lower() not in ("true", "false"):
+                raise ConfigError(f"{var}={raw!r} must be true or false")
+            value = raw.strip().lower() == "true"
         elif isinstance(default, int):
             try:
                 value = int(raw)
@@ -106,7 +121,8 @@ def load_config(environ: Mapping[str, str] | None = None, defaults_file: Path = 
         values[name] = value
     values["data_dir"] = Path(str(values["data_dir"])).resolve()
     for name in ("kafka_partitions", "max_records_per_batch", "shuffle_partitions", "trigger_interval_ms",
-                 "broker_timeout_ms", "http_threads", "refresh_interval_ms", "max_message_bytes"):
+                 "broker_timeout_ms", "http_threads", "refresh_interval_ms", "max_message_bytes",
+                 "write_timeout_ms"):
         if int(values[name]) <= 0:  # type: ignore[arg-type]
             raise ConfigError(f"{_SOURCES[name][2]} must be positive")
     return Config(**values)  # type: ignore[arg-type]

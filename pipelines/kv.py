@@ -1,7 +1,8 @@
 """KVConfigManager as a pure state machine over one namespace (§8 of the semantics).
 
 A namespace is created by its first put and, as in RocketMQ, survives the deletion of its
-last key (GET then answers an empty table, not "not found").
+last key (GET then answers an empty table, not "not found"). The runtime switches
+(UPDATE_NAMESRV_CONFIG) are the same put-only machine over the scope "namesrv".
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ def apply(state: Namespace | None, events: Iterable[dict[str, Any]]) -> tuple[Na
     """Apply PUT/DELETE_KV_CONFIG events in order; returns (state, changed)."""
     changed = False
     for e in events:
-        if e["type"] == ev.PUT_KV_CONFIG:
+        if e["type"] in (ev.PUT_KV_CONFIG, ev.UPDATE_NAMESRV_CONFIG):
             if state is None:
-                state = Namespace(e["namespace"])
+                state = Namespace(e.get("namespace", CONFIG_SCOPE))
                 changed = True
             if state.table.get(e["key"]) != e["value"]:
                 state.table[e["key"]] = e["value"]
@@ -53,4 +54,10 @@ def table_rows(state: Namespace | None) -> list[dict[str, Any]]:
     return [{"namespace": state.name, "key": k, "value": v} for k, v in sorted(state.table.items())]
 
 
-TABLE = t.KV_CONFIG.name
+def config_rows(state: Namespace | None) -> list[dict[str, Any]]:
+    if state is None:
+        return []
+    return [{"scope": state.name, "key": k, "value": v} for k, v in sorted(state.table.items())]
+
+
+CONFIG_SCOPE = "namesrv"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from conf import Config, load_config
 from conf.logs import setup_logging
+from conf.tokens import admin_token
 from pipelines import embedded_kafka, kafka_source
 
 log = logging.getLogger("namesrv.launcher")
@@ -80,6 +81,8 @@ def main() -> int:
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
 
+    if admin_token(cfg, create=True) and not cfg.admin_token:
+        log.info("admin    bearer token for writes is in %s (or set NAMESRV_ADMIN_TOKEN)", cfg.admin_token_file)
     kids = children(cfg)
     for kid in kids:
         if kid.name == "kafka" and not embedded_kafka.port_is_free(cfg.kafka_embedded_port):

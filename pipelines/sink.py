@@ -52,8 +52,7 @@ def plan_batch(rows: Iterable[dict[str, Any]], batch_id: int, now_ms: int) -> Ba
         elif tbl == REJECTED:
             plan.rejected.append(f"{r['grp']}: {r['payload']}")
         else:
-            owner = r["grp"][len("kv/"):] if tbl == t.KV_CONFIG.name else r["grp"]
-            plan.replace.setdefault(tbl, {})[owner] = json.loads(r["payload"])
+            plan.replace.setdefault(tbl, {})[r["grp"]] = json.loads(r["payload"])
     plan.dead_letters.sort(key=lambda d: (d["partition"], d["offset"]))
     return plan
 

@@ -19,6 +19,7 @@ from pipelines import kv, routing
 from schemas import events as ev
 from schemas import tables as t
 
+# grp: for table rows, the value of the table's owner column (brokerName, namespace, scope).
 OUTPUT_SCHEMA = ("grp string, tbl string, payload string, raw binary, rawKey string, "
                  "partition int, offset long, kafkaTimestamp long")
 STATE_SCHEMA = "state string"
@@ -53,11 +54,15 @@ def run_group(group: str | None, records: list[dict[str, Any]], state_json: str 
             out.append({**coords, "grp": group, "tbl": DEAD_LETTER, "payload": str(exc),
                         "raw": r["value"], "rawKey": r["key"]})
 
-    if group is not None and group.startswith(ev.KV_KEY_PREFIX):
+    if group is not None and (group.startswith(ev.KV_KEY_PREFIX) or group == ev.CONFIG_KEY):
+        is_config = group == ev.CONFIG_KEY
         ns = kv.Namespace.from_json(state_json) if state_json else None
         ns, changed = kv.apply(ns, events)
         if changed:
-            out.append(_table_row(group, kv.TABLE, kv.table_rows(ns)))
+            if is_config:
+                out.append(_table_row(kv.CONFIG_SCOPE, t.NAMESRV_CONFIG.name, kv.config_rows(ns)))
+            else:
+                out.append(_table_row(group[len(ev.KV_KEY_PREFIX):], t.KV_CONFIG.name, kv.table_rows(ns)))
         return (ns.to_json() if ns else None), None, out
 
     st = routing.GroupState.from_json(state_json) if state_json else None
@@ -72,8 +77,9 @@ def run_group(group: str | None, records: list[dict[str, Any]], state_json: str 
     return (st.to_json() if st else None), routing.next_deadline(st), out
 
 
-def _table_row(group: str | None, table: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"grp": group, "tbl": table, "payload": json.dumps(rows, separators=(",", ":")),
+def _table_row(owner: str | None, table: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """`rows` replace every row of `table` whose owner column equals `owner`."""
+    return {"grp": owner, "tbl": table, "payload": json.dumps(rows, separators=(",", ":")),
             "raw": None, "rawKey": None, "partition": None, "offset": None, "kafkaTimestamp": None}
 
 

@@ -21,15 +21,29 @@ DELETE_TOPIC_IN_NAMESRV = "DELETE_TOPIC_IN_NAMESRV"
 REGISTER_TOPIC_IN_NAMESRV = "REGISTER_TOPIC_IN_NAMESRV"
 PUT_KV_CONFIG = "PUT_KV_CONFIG"
 DELETE_KV_CONFIG = "DELETE_KV_CONFIG"
+UPDATE_NAMESRV_CONFIG = "UPDATE_NAMESRV_CONFIG"
 
 BROKER_EVENT_TYPES = frozenset({
     REGISTER_BROKER, BROKER_HEARTBEAT, UNREGISTER_BROKER, WIPE_WRITE_PERM_OF_BROKER,
     ADD_WRITE_PERM_OF_BROKER, DELETE_TOPIC_IN_NAMESRV, REGISTER_TOPIC_IN_NAMESRV,
 })
 KV_EVENT_TYPES = frozenset({PUT_KV_CONFIG, DELETE_KV_CONFIG})
-EVENT_TYPES = BROKER_EVENT_TYPES | KV_EVENT_TYPES
+CONFIG_EVENT_TYPES = frozenset({UPDATE_NAMESRV_CONFIG})
+EVENT_TYPES = BROKER_EVENT_TYPES | KV_EVENT_TYPES | CONFIG_EVENT_TYPES
 
 KV_KEY_PREFIX = "kv/"
+CONFIG_KEY = "config/namesrv"
+
+# Runtime switches of the NameServer that may be changed while it runs (UPDATE_NAMESRV_CONFIG).
+# An allow-list, unlike RocketMQ's blacklist: no key names a file or a path (CVE-2023-33246,
+# CVE-2023-37582). Values are RocketMQ's "true"/"false" strings.
+RUNTIME_SWITCHES: dict[str, bool] = {
+    "enableAllTopicList": True,
+    "enableTopicList": True,
+    "orderMessageEnable": False,
+    "supportActingMaster": False,
+}
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 
 # RocketMQ constants (PermName, TopicConfig defaults, MixAll.MASTER_ID)
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
@@ -122,7 +136,8 @@ def _data_version(raw: Any, field: str = "dataVersion") -> dict[str, int]:
     return out
 
 
-def _queue_fields(raw: Mapping[str, Any], where: str) -> dict[str, int]:
+def queue_fields(raw: Mapping[str, Any], where: str) -> dict[str, int]:
+    """readQueueNums, writeQueueNums, perm, topicSysFlag with TopicConfig defaults, validated."""
     def get(name: str, default: int) -> Any:
         value = raw.get(name)
         return default if value is None else value
@@ -147,7 +162,7 @@ def _topic_config_table(raw: Any) -> dict[str, dict[str, Any]]:
         name = cfg.get("topicName", topic)
         if name != topic:
             raise InvalidEvent(f"topicConfigTable['{topic}'].topicName is '{name}', not its key")
-        entry = _queue_fields(cfg, f"topicConfigTable['{topic}']")
+        entry = queue_fields(cfg, f"topicConfigTable['{topic}']")
         order = cfg.get("order", False)
         if not isinstance(order, bool):
             raise InvalidEvent(f"topicConfigTable['{topic}'].order must be a boolean")
@@ -170,7 +185,20 @@ def group_key(event: Mapping[str, Any]) -> str:
     """The Kafka key (and Spark grouping key) an event must carry: ordering is per key."""
     if event["type"] in KV_EVENT_TYPES:
         return KV_KEY_PREFIX + event["namespace"]
+    if event["type"] in CONFIG_EVENT_TYPES:
+        return CONFIG_KEY
     return event["brokerName"]
+
+
+def validate_switch(key: Any, value: Any) -> str:
+    """A runtime switch update: an allow-listed key and a boolean ("true"/"false") value."""
+    if key not in RUNTIME_SWITCHES:
+        raise InvalidEvent(f"'{key}' is not an updatable runtime switch; allowed: {', '.join(sorted(RUNTIME_SWITCHES))}")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower()
+    raise InvalidEvent(f"'{key}' takes true or false, not {value!r}")
 
 
 def parse_event(value: bytes | None, *, key: str | None, record_time_ms: int,
@@ -179,6 +207,7 @@ def parse_event(value: bytes | None, *, key: str | None, record_time_ms: int,
 
     Raises InvalidEvent with a human-readable reason; the caller quarantines the record.
     """
+    record_key = key
     if value is None:
         raise InvalidEvent("empty record value")
     if len(value) > max_message_bytes:
@@ -205,7 +234,11 @@ def parse_event(value: bytes | None, *, key: str | None, record_time_ms: int,
                 f"timestamp {time_ms} is more than {max_clock_skew_ms} ms away from the Kafka record time {record_time_ms}")
 
     event: dict[str, Any] = {"type": etype, "time": time_ms}
-    if etype in KV_EVENT_TYPES:
+    if etype in CONFIG_EVENT_TYPES:
+        key = _required(raw, "key")
+        event["key"] = key if isinstance(key, str) else str(key)
+        event["value"] = validate_switch(key, _required(raw, "value"))
+    elif etype in KV_EVENT_TYPES:
         event["namespace"] = validate_name(_required(raw, "namespace"), "namespace")
         k = _required(raw, "key")
         if not isinstance(k, str) or not k or len(k) > _KV_TEXT_MAX:
@@ -249,11 +282,11 @@ def parse_event(value: bytes | None, *, key: str | None, record_time_ms: int,
             event["clusterName"] = None if cluster in (None, "") else validate_name(cluster, "clusterName")
         elif etype == REGISTER_TOPIC_IN_NAMESRV:
             event["topic"] = validate_topic(_required(raw, "topic"))
-            event.update(_queue_fields(raw, "queueData"))
+            event.update(queue_fields(raw, "queueData"))
 
     expected = group_key(event)
-    if key != expected:
-        raise InvalidEvent(f"Kafka key {key!r} must be {expected!r} so that the group's events stay ordered")
+    if record_key != expected:
+        raise InvalidEvent(f"Kafka key {record_key!r} must be {expected!r} so that the group's events stay ordered")
     return event
 
 
@@ -303,6 +336,36 @@ def unregister_broker_event(*, cluster: str, broker_name: str, broker_id: int, a
 
 def encode(event: Mapping[str, Any]) -> tuple[bytes, bytes]:
     """(key, value) bytes for a Kafka record carrying `event`."""
-    probe = dict(event)
-    key = KV_KEY_PREFIX + probe["namespace"] if probe.get("type") in KV_EVENT_TYPES else probe["brokerName"]
-    return key.encode("utf-8"), json.dumps(event, separators=(",", ":")).encode("utf-8")
+    return group_key(event).encode("utf-8"), json.dumps(event, separators=(",", ":")).encode("utf-8")
+
+
+def wipe_write_perm_event(broker_name: str) -> dict[str, Any]:
+    return {"type": WIPE_WRITE_PERM_OF_BROKER, "brokerName": broker_name}
+
+
+def add_write_perm_event(broker_name: str) -> dict[str, Any]:
+    return {"type": ADD_WRITE_PERM_OF_BROKER, "brokerName": broker_name}
+
+
+def delete_topic_event(topic: str, broker_name: str, cluster: str | None = None) -> dict[str, Any]:
+    event: dict[str, Any] = {"type": DELETE_TOPIC_IN_NAMESRV, "topic": topic, "brokerName": broker_name}
+    if cluster:
+        event["clusterName"] = cluster
+    return event
+
+
+def register_topic_event(topic: str, queue_data: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": REGISTER_TOPIC_IN_NAMESRV, "topic": topic, "brokerName": queue_data["brokerName"],
+            **{k: queue_data[k] for k in ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")}}
+
+
+def put_kv_event(namespace: str, key: str, value: str) -> dict[str, Any]:
+    return {"type": PUT_KV_CONFIG, "namespace": namespace, "key": key, "value": value}
+
+
+def delete_kv_event(namespace: str, key: str) -> dict[str, Any]:
+    return {"type": DELETE_KV_CONFIG, "namespace": namespace, "key": key}
+
+
+def update_config_event(key: str, value: str) -> dict[str, Any]:
+    return {"type": UPDATE_NAMESRV_CONFIG, "key": key, "value": value}

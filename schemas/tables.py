@@ -59,6 +59,10 @@ FILTER_SERVER = TableDef("filter_server", _schema(
 KV_CONFIG = TableDef("kv_config", _schema(
     ("namespace", S, False), ("key", S, True), ("value", S, True)), "namespace")
 
+# Runtime switches (UPDATE_NAMESRV_CONFIG); `scope` is the owning group ("namesrv").
+NAMESRV_CONFIG = TableDef("namesrv_config", _schema(
+    ("scope", S, False), ("key", S, False), ("value", S, False)), "scope")
+
 DEAD_LETTER = TableDef("dead_letter", _schema(
     ("value", pa.binary(), True), ("key", S, True), ("reason", S, False), ("partition", I32, False),
     ("offset", I64, False), ("kafkaTimestamp", I64, True), ("batchId", I64, False),
@@ -69,11 +73,12 @@ SNAPSHOTS = TableDef("snapshots", _schema(
     ("topic_queue_version", I64, False), ("broker_addr_version", I64, False),
     ("cluster_addr_version", I64, False), ("broker_live_version", I64, False),
     ("filter_server_version", I64, False), ("kv_config_version", I64, False),
+    ("namesrv_config_version", I64, False),
     ("sourceOffsets", S, False),  # JSON {"<partition>": next offset to read}
     ("eventCount", I64, False)), None)
 
 ROUTE_TABLES: tuple[TableDef, ...] = (TOPIC_QUEUE, BROKER_ADDR, CLUSTER_ADDR, BROKER_LIVE, FILTER_SERVER)
-STATE_TABLES: tuple[TableDef, ...] = ROUTE_TABLES + (KV_CONFIG,)
+STATE_TABLES: tuple[TableDef, ...] = ROUTE_TABLES + (KV_CONFIG, NAMESRV_CONFIG)
 ALL_TABLES: tuple[TableDef, ...] = STATE_TABLES + (DEAD_LETTER, SNAPSHOTS)
 BY_NAME = {t.name: t for t in ALL_TABLES}
 

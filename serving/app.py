@@ -5,13 +5,14 @@ from __future__ import annotations
 from flask import Flask
 
 from conf import Config
-from serving import cluster, errors, health, routes
+from conf.tokens import admin_token
+from serving import admin, cluster, errors, health, kv, openapi, routes, writes
 from serving.app_state import EXTENSION
 from serving.snapshot import SnapshotReader, SnapshotStore
 
 
 def create_app(cfg: Config, *, start_refresher: bool = True) -> Flask:
-    app = Flask("namesrv")
+    app = Flask("namesrv", static_folder=None)
     app.config["NAMESRV"] = cfg
     app.json.sort_keys = True
     app.config["MAX_CONTENT_LENGTH"] = 1024 * 1024
@@ -20,7 +21,8 @@ def create_app(cfg: Config, *, start_refresher: bool = True) -> Flask:
     if start_refresher:
         snapshots.start()
     app.extensions[EXTENSION] = snapshots
+    app.extensions[writes.TOKEN] = admin_token(cfg)
     errors.register(app)
-    for bp in (routes.bp, cluster.bp, health.bp):
+    for bp in (routes.bp, cluster.bp, kv.bp, admin.bp, health.bp, openapi.bp):
         app.register_blueprint(bp)
     return app

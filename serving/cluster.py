@@ -1,9 +1,10 @@
-"""Blueprint: cluster info and live brokers (GET_BROKER_CLUSTER_INFO, brokerLiveTable)."""
+"""Blueprint: cluster info and broker lookups (106, brokerLiveTable, 322, 901, a slave's master)."""
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, jsonify, request
 
+from schemas.events import InvalidEvent, validate_addr, validate_name
 from serving import views
 from serving.app_state import snapshot
 
@@ -18,3 +19,31 @@ def cluster():
 @bp.get("/brokers/live")
 def brokers_live():
     return jsonify(views.live_brokers(snapshot()))
+
+
+@bp.get("/brokers/<cluster>/<broker_addr>/data-version")
+def data_version(cluster: str, broker_addr: str):
+    validate_name(cluster, "cluster")
+    validate_addr(broker_addr, "brokerAddr")
+    fields = ("counter", "timestamp", "stateVersion")
+    given = {f: request.args.get(f) for f in fields}
+    asked = None
+    if any(v is not None for v in given.values()):
+        try:
+            asked = {f: int(given[f] or 0) for f in fields}
+        except ValueError:
+            raise InvalidEvent("counter, timestamp and stateVersion must be integers") from None
+    return jsonify(views.data_version(snapshot(), cluster, broker_addr, asked))
+
+
+@bp.get("/brokers/<broker_name>/master")
+def master(broker_name: str):
+    validate_name(broker_name, "brokerName")
+    return jsonify(views.master_of(snapshot(), broker_name))
+
+
+@bp.get("/brokers/<cluster>/<broker_name>/members")
+def members(cluster: str, broker_name: str):
+    validate_name(cluster, "cluster")
+    validate_name(broker_name, "brokerName")
+    return jsonify(views.member_group(snapshot(), cluster, broker_name))

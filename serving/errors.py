@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
+from schemas.events import InvalidEvent
+
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, remark: str) -> None:
+    def __init__(self, status: int, code: str, remark: str, **extra: Any) -> None:
         super().__init__(remark)
-        self.status, self.code, self.remark = status, code, remark
+        self.status, self.code, self.remark, self.extra = status, code, remark, extra
 
 
 def topic_not_exist(topic: str) -> ApiError:
@@ -19,11 +23,17 @@ def topic_not_exist(topic: str) -> ApiError:
 def register(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api_error(err: ApiError):
-        return jsonify(code=err.code, remark=err.remark), err.status
+        headers = {"WWW-Authenticate": "Bearer"} if err.status == 401 else {}
+        return jsonify(code=err.code, remark=err.remark, **err.extra), err.status, headers
+
+    @app.errorhandler(InvalidEvent)
+    def _invalid(err: InvalidEvent):
+        return jsonify(code="INVALID_PARAMETER", remark=str(err)), 400
 
     @app.errorhandler(HTTPException)
     def _http_error(err: HTTPException):
-        code = {404: "NOT_FOUND", 405: "REQUEST_CODE_NOT_SUPPORTED"}.get(err.code or 500, "BAD_REQUEST")
+        code = {404: "NOT_FOUND", 405: "REQUEST_CODE_NOT_SUPPORTED", 413: "MESSAGE_ILLEGAL"}.get(
+            err.code or 500, "BAD_REQUEST")
         return jsonify(code=code, remark=err.description), err.code
 
     @app.errorhandler(Exception)

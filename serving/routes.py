@@ -1,24 +1,59 @@
-"""Blueprint: topic routes and topic lists (GET_ROUTEINFO_BY_TOPIC, GET_ALL_TOPIC_LIST)."""
+"""Blueprint: topic routes and topic lists (GET_ROUTEINFO_BY_TOPIC and the topic-list codes)."""
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, jsonify, request
 
+from schemas.events import validate_name
 from serving import views
 from serving.app_state import snapshot
-from serving.errors import topic_not_exist
+from serving.errors import ApiError, topic_not_exist
 
 bp = Blueprint("routes", __name__)
 
 
 @bp.get("/topics/<topic>/route")
 def topic_route(topic: str):
-    route = views.topic_route(snapshot(), topic)
+    zone = request.args.get("zone")
+    route = views.topic_route(snapshot(), topic, zone=validate_name(zone, "zone") if zone else None)
     if route is None:
         raise topic_not_exist(topic)
     return jsonify(route)
 
 
+def _listed(build):
+    try:
+        return jsonify(build())
+    except views.Disabled:
+        raise ApiError(403, "SYSTEM_ERROR", "disable") from None
+
+
 @bp.get("/topics")
 def topics():
-    return jsonify(views.all_topics(snapshot()))
+    return _listed(lambda: views.all_topics(snapshot()))
+
+
+@bp.get("/clusters/<cluster>/topics")
+def cluster_topics(cluster: str):
+    validate_name(cluster, "cluster")
+    return _listed(lambda: views.topics_by_cluster(snapshot(), cluster))
+
+
+@bp.get("/topics/system")
+def system_topics():
+    return jsonify(views.system_topics(snapshot()))
+
+
+@bp.get("/topics/unit")
+def unit_topics():
+    return _listed(lambda: views.unit_topics(snapshot(), "unit"))
+
+
+@bp.get("/topics/unit-sub")
+def unit_sub_topics():
+    return _listed(lambda: views.unit_topics(snapshot(), "unit-sub"))
+
+
+@bp.get("/topics/unit-sub-ununit")
+def unit_sub_ununit_topics():
+    return _listed(lambda: views.unit_topics(snapshot(), "unit-sub-ununit"))

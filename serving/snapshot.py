@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+from schemas import events as ev
 from schemas import tables as t
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,8 @@ class Snapshot:
     live: list[dict[str, Any]]
     filters: dict[tuple[str, str], list[str]]        # (cluster, addr) -> filter servers
     kv: dict[str, dict[str, str]] = field(default_factory=dict)
+    switches: dict[str, bool] = field(default_factory=lambda: dict(ev.RUNTIME_SWITCHES))
+    live_by_addr: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (cluster, addr) -> live row
 
     @staticmethod
     def empty() -> "Snapshot":
@@ -75,13 +78,21 @@ def build_snapshot(row: dict[str, Any] | None, tables: dict[str, list[dict[str, 
         if r["key"] is not None:
             ns[r["key"]] = r["value"]
 
+    switches = dict(ev.RUNTIME_SWITCHES)
+    for r in tables.get(t.NAMESRV_CONFIG.name, []):
+        if r["key"] in switches:
+            switches[r["key"]] = r["value"] == "true"
+    live_by_addr: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in live:
+        live_by_addr.setdefault((r["clusterName"], r["brokerAddr"]), r)
+
     return Snapshot(
         snapshot_id=None if row is None else row["snapshotId"],
         commit_time=None if row is None else row["commitTime"],
         versions={} if row is None else {x.name: row[t.version_column(x)] for x in t.STATE_TABLES},
         source_offsets={} if row is None else json.loads(row["sourceOffsets"]),
         topics=topics, brokers=brokers, clusters=dict(sorted(clusters.items())), live=live,
-        filters=filters, kv=kv)
+        filters=filters, kv=kv, switches=switches, live_by_addr=live_by_addr)
 
 
 class SnapshotReader:
@@ -133,10 +144,21 @@ class SnapshotStore:
         self.last_error: str | None = None
         self.loaded_at: float | None = None
         self._stop = threading.Event()
+        self._poke = threading.Event()
+        self._lock = threading.Lock()
+        self._swapped = threading.Condition()
         self._thread: threading.Thread | None = None
 
     def refresh(self) -> bool:
         """Load the newest cut if it is newer than the served one; True if a swap happened."""
+        with self._lock:
+            swapped = self._refresh()
+        if swapped:
+            with self._swapped:
+                self._swapped.notify_all()
+        return swapped
+
+    def _refresh(self) -> bool:
         try:
             row = self.reader.newest_row(after=self.current.snapshot_id)
             self.last_check = time.time()
@@ -153,6 +175,23 @@ class SnapshotStore:
         self.last_error = None
         return True
 
+    def wait_for(self, covered, timeout_s: float) -> Snapshot | None:
+        """Block until `covered(snapshot)` holds for the served snapshot, or None after `timeout_s`.
+
+        Waiting writers poke the refresher so a new cut is picked up as soon as it is committed.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            snap = self.current
+            if covered(snap):
+                return snap
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            self._poke.set()
+            with self._swapped:
+                self._swapped.wait(min(remaining, 0.05))
+
     def start(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="snapshot-refresh", daemon=True)
@@ -160,8 +199,10 @@ class SnapshotStore:
 
     def stop(self) -> None:
         self._stop.set()
+        self._poke.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():
             self.refresh()
-            self._stop.wait(self.refresh_interval_s)
+            self._poke.wait(self.refresh_interval_s)
+            self._poke.clear()

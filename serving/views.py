@@ -1,17 +1,26 @@
-"""RocketMQ response bodies built from a Snapshot (pure functions, RocketMQ field names)."""
+"""RocketMQ response bodies built from a Snapshot (pure functions, RocketMQ field names).
+
+Each function mirrors one RouteInfoManager/KVConfigManager read of the semantics document
+(§ numbers); where this project deliberately differs, the docstring says so.
+"""
 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
+from schemas import events as ev
 from serving.snapshot import Snapshot
 
+SYNC_BROKER_MEMBER_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
 
-def topic_route(snap: Snapshot, topic: str) -> dict[str, Any] | None:
-    """TopicRouteData (§6.1), or None when RocketMQ would answer TOPIC_NOT_EXIST.
+
+def topic_route(snap: Snapshot, topic: str, *, zone: str | None = None) -> dict[str, Any] | None:
+    """TopicRouteData (§6.1, §6.2, §6.4), or None when RocketMQ would answer TOPIC_NOT_EXIST.
 
     Found only if the topic has queue data and at least one of its brokers has a BrokerData.
+    `zone` applies the ZoneRouteRPCHook filter (client zone mode on, zone name set).
     """
     queue_datas = snap.topics.get(topic)
     if not queue_datas:
@@ -27,8 +36,47 @@ def topic_route(snap: Snapshot, topic: str) -> dict[str, Any] | None:
                 servers = snap.filters.get((bd["cluster"], addr))
                 if servers is not None:
                     filter_table[addr] = servers
-    return {"brokerDatas": broker_datas, "filterServerTable": filter_table,
-            "queueDatas": [dict(q) for q in queue_datas]}
+    route: dict[str, Any] = {"brokerDatas": broker_datas, "filterServerTable": filter_table,
+                             "queueDatas": [dict(q) for q in queue_datas]}
+    if snap.switches["supportActingMaster"] and not topic.startswith(SYNC_BROKER_MEMBER_PREFIX):
+        _acting_master_rewrite(route)
+    if snap.switches["orderMessageEnable"]:
+        conf = snap.kv.get(ev.ORDER_TOPIC_CONFIG, {}).get(topic)
+        if conf is not None:
+            route["orderTopicConf"] = conf
+    if zone:
+        _zone_filter(route, zone)
+    return route
+
+
+def _acting_master_rewrite(route: dict[str, Any]) -> None:
+    """§6.1.7: a read-only acting-master group shows its smallest-id slave as id 0."""
+    if all("0" in bd["brokerAddrs"] for bd in route["brokerDatas"]):
+        return
+    perms = {q["brokerName"]: q["perm"] for q in route["queueDatas"]}
+    for bd in route["brokerDatas"]:
+        addrs = bd["brokerAddrs"]
+        if addrs and "0" not in addrs and bd["enableActingMaster"]:
+            perm = perms.get(bd["brokerName"])
+            if perm is not None and not perm & ev.PERM_WRITE:
+                smallest = min(addrs, key=int)
+                addrs["0"] = addrs.pop(smallest)
+
+
+def _zone_filter(route: dict[str, Any], zone: str) -> None:
+    """§6.4: keep groups without a master or in the client's zone (case-insensitive)."""
+    kept, dropped = [], []
+    for bd in route["brokerDatas"]:
+        if "0" not in bd["brokerAddrs"] or (bd.get("zoneName") or "").lower() == zone.lower():
+            kept.append(bd)
+        else:
+            dropped.append(bd)
+    names = {bd["brokerName"] for bd in dropped}
+    route["brokerDatas"] = kept
+    route["queueDatas"] = [q for q in route["queueDatas"] if q["brokerName"] not in names]
+    for bd in dropped:
+        for addr in bd["brokerAddrs"].values():
+            route["filterServerTable"].pop(addr, None)
 
 
 def cluster_info(snap: Snapshot) -> dict[str, Any]:
@@ -36,9 +84,83 @@ def cluster_info(snap: Snapshot) -> dict[str, Any]:
     return {"brokerAddrTable": snap.brokers, "clusterAddrTable": snap.clusters}
 
 
+# ---------------------------------------------------------------- topic lists (§7.4)
+
+class Disabled(Exception):
+    """A topic list switched off by enableAllTopicList/enableTopicList (RocketMQ answers "disable")."""
+
+
 def all_topics(snap: Snapshot) -> dict[str, Any]:
+    if not snap.switches["enableAllTopicList"]:
+        raise Disabled
     return {"topicList": sorted(snap.topics)}
 
 
+def topics_by_cluster(snap: Snapshot, cluster: str) -> dict[str, Any]:
+    if not snap.switches["enableTopicList"]:
+        raise Disabled
+    names = set(snap.clusters.get(cluster, []))
+    return {"topicList": sorted(t for t, qds in snap.topics.items() if any(q["brokerName"] in names for q in qds))}
+
+
+def system_topics(snap: Snapshot) -> dict[str, Any]:
+    """Cluster names plus broker names (brokers auto-create topics named after both); not gated."""
+    names = set(snap.clusters)
+    for brokers in snap.clusters.values():
+        names.update(brokers)
+    body: dict[str, Any] = {"topicList": sorted(names)}
+    for name in sorted(snap.brokers):
+        addrs = snap.brokers[name]["brokerAddrs"]
+        if addrs:
+            body["brokerAddr"] = addrs[min(addrs, key=int)]
+            break
+    return body
+
+
+def unit_topics(snap: Snapshot, kind: str) -> dict[str, Any]:
+    """311/312/313. Deliberate difference: the QueueData of the smallest brokerName decides."""
+    if not snap.switches["enableTopicList"]:
+        raise Disabled
+    unit, sub = 1, 2
+    tests = {"unit": lambda f: f & unit, "unit-sub": lambda f: f & sub,
+             "unit-sub-ununit": lambda f: f & sub and not f & unit}
+    test = tests[kind]
+    return {"topicList": sorted(t for t, qds in snap.topics.items() if qds and test(qds[0]["topicSysFlag"]))}
+
+
+# ---------------------------------------------------------------- brokers
+
 def live_brokers(snap: Snapshot) -> list[dict[str, Any]]:
     return snap.live
+
+
+def data_version(snap: Snapshot, cluster: str, addr: str, asked: dict[str, int] | None) -> dict[str, Any]:
+    """QUERY_DATA_VERSION (§4): changed unless the broker is live with an equal DataVersion."""
+    live = snap.live_by_addr.get((cluster, addr))
+    stored = None if live is None else json.loads(live["dataVersion"])
+    body: dict[str, Any] = {"changed": stored is None or asked is None or stored != asked}
+    if stored is not None:
+        body["dataVersion"] = stored
+    return body
+
+
+def master_of(snap: Snapshot, broker_name: str) -> dict[str, Any]:
+    """What a slave's registration result carries (§3.2.13): the master, only while it is live."""
+    bd = snap.brokers.get(broker_name)
+    master = None if bd is None else bd["brokerAddrs"].get("0")
+    live = None if master is None else snap.live_by_addr.get((bd["cluster"], master))
+    if live is None:
+        return {"masterAddr": None, "haServerAddr": None}
+    return {"masterAddr": master, "haServerAddr": live["haServerAddr"]}
+
+
+def member_group(snap: Snapshot, cluster: str, broker_name: str) -> dict[str, Any]:
+    """GET_BROKER_MEMBER_GROUP (§7.5): the cluster is echoed, unknown brokers give no addresses."""
+    bd = snap.brokers.get(broker_name)
+    return {"brokerMemberGroup": {"cluster": cluster, "brokerName": broker_name,
+                                  "brokerAddrs": dict(bd["brokerAddrs"]) if bd else {}}}
+
+
+def topics_hosted_by(snap: Snapshot, broker_name: str) -> int:
+    """The wipe/add write-perm count: topics with a QueueData of this broker (§7.1)."""
+    return sum(1 for qds in snap.topics.values() if any(q["brokerName"] == broker_name for q in qds))

@@ -15,7 +15,7 @@ def out(grp, tbl, payload, **coords):
 
 def test_plan_groups_rows_by_table_and_owner():
     rows = [out("a", "topic_queue", json.dumps([{"topic": "T"}])), out("b", "topic_queue", "[]"),
-            out("kv/ns", "kv_config", json.dumps([{"namespace": "ns", "key": "k", "value": "v"}])),
+            out("ns", "kv_config", json.dumps([{"namespace": "ns", "key": "k", "value": "v"}])),
             out(None, DEAD_LETTER, "bad", raw=b"x", partition=1, offset=9),
             out(None, DEAD_LETTER, "bad2", raw=b"y", partition=0, offset=3),
             out("a", REJECTED, "stale")]

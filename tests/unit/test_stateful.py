@@ -66,7 +66,18 @@ def test_kv_group():
     put = {"type": "PUT_KV_CONFIG", "namespace": "ns", "key": "k", "value": "v"}
     state, deadline, rows = run_group("kv/ns", [record(put, 0, key="kv/ns")], None, T0, CFG)
     assert deadline is None and json.loads(rows[0]["payload"]) == [{"namespace": "ns", "key": "k", "value": "v"}]
-    assert rows[0]["tbl"] == t.KV_CONFIG.name
+    assert rows[0]["tbl"] == t.KV_CONFIG.name and rows[0]["grp"] == "ns"
+
+
+def test_config_group_keeps_allow_listed_switches():
+    upd = ev.update_config_event("enableTopicList", "false")
+    bad = ev.update_config_event("configStorePath", "/etc/cron.d/x")
+    state, _, rows = run_group(ev.CONFIG_KEY, [record(upd, 0, key=ev.CONFIG_KEY), record(bad, 1, key=ev.CONFIG_KEY)],
+                               None, T0, CFG)
+    by = {r["tbl"]: r for r in rows}
+    assert json.loads(by[t.NAMESRV_CONFIG.name]["payload"]) == [
+        {"scope": "namesrv", "key": "enableTopicList", "value": "false"}]
+    assert "not an updatable runtime switch" in by[DEAD_LETTER]["payload"]
 
 
 def test_null_key_group_only_dead_letters():

@@ -1,0 +1,59 @@
+"""Blueprint: KV config (§8): reads from the snapshot, writes as PUT/DELETE_KV_CONFIG events."""
+
+from __future__ import annotations
+
+from flask import Blueprint, jsonify
+
+from schemas import events as ev
+from serving import writes
+from serving.app_state import snapshot
+from serving.errors import ApiError
+
+bp = Blueprint("kv", __name__)
+
+
+def _namespace(ns: str) -> str:
+    return ev.validate_name(ns, "namespace")
+
+
+def _key(key: str) -> str:
+    if not key or len(key) > 1024:
+        raise ev.InvalidEvent("key must be 1 to 1024 characters")
+    return key
+
+
+@bp.get("/kv/<namespace>")
+def get_namespace(namespace: str):
+    table = snapshot().kv.get(_namespace(namespace))
+    if table is None:
+        raise ApiError(404, "QUERY_NOT_FOUND", f"No config item, Namespace: {namespace}")
+    return jsonify(table=table)
+
+
+@bp.get("/kv/<namespace>/<path:key>")
+def get_value(namespace: str, key: str):
+    value = snapshot().kv.get(_namespace(namespace), {}).get(key)
+    if value is None:
+        raise ApiError(404, "QUERY_NOT_FOUND", f"No config item, Namespace: {namespace} Key: {key}")
+    return jsonify(value=value)
+
+
+@bp.put("/kv/<namespace>/<path:key>")
+@writes.authorized
+def put_value(namespace: str, key: str):
+    value = writes.json_body().get("value")
+    if not isinstance(value, str):
+        raise ev.InvalidEvent("body must be {\"value\": \"<string>\"}")
+    snap, coords = writes.publish([ev.put_kv_event(_namespace(namespace), _key(key), value)])
+    if snap is None:
+        return writes.accepted(coords)
+    return jsonify(value=snap.kv.get(namespace, {}).get(key))
+
+
+@bp.delete("/kv/<namespace>/<path:key>")
+@writes.authorized
+def delete_value(namespace: str, key: str):
+    snap, coords = writes.publish([ev.delete_kv_event(_namespace(namespace), _key(key))])
+    if snap is None:
+        return writes.accepted(coords)
+    return jsonify(code="SUCCESS")

@@ -1,0 +1,211 @@
+"""The OpenAPI 3.1 document of the HTTP API, served at /openapi.json.
+
+Kept by hand next to the blueprints; tests/unit/test_openapi.py fails when a Flask route and
+this document disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, jsonify
+
+bp = Blueprint("openapi", __name__)
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _param(name: str, where: str = "path", description: str = "", schema: dict | None = None,
+           required: bool | None = None) -> dict[str, Any]:
+    return {"name": name, "in": where, "required": where == "path" if required is None else required,
+            "description": description, "schema": schema or {"type": "string"}}
+
+
+ERR = _ref("Error")
+E400 = _json(ERR, "invalid parameter (code INVALID_PARAMETER)")
+E401 = _json(ERR, "missing or wrong bearer token (code NO_PERMISSION)")
+E404 = _json(ERR, "not found")
+E504 = _json(ERR, "published but not materialized in time; offsets tell where")
+WAIT = _param("wait", "query", "false: answer 202 once published, without waiting", {"type": "boolean"})
+A202 = _json(_ref("Accepted"), "published, not yet materialized (wait=false)")
+SECURED = [{"bearer": []}]
+
+SCHEMAS: dict[str, Any] = {
+    "Error": {"type": "object", "required": ["code", "remark"], "properties": {
+        "code": {"type": "string"}, "remark": {"type": "string"},
+        "offsets": {"type": "array", "items": _ref("Offset")}}},
+    "Offset": {"type": "object", "properties": {"partition": {"type": "integer"}, "offset": {"type": "integer"}}},
+    "Accepted": {"type": "object", "required": ["code", "offsets"], "properties": {
+        "code": {"type": "string"}, "offsets": {"type": "array", "items": _ref("Offset")}}},
+    "QueueData": {"type": "object", "required": ["brokerName", "perm", "readQueueNums", "writeQueueNums",
+                                                 "topicSysFlag"], "properties": {
+        "brokerName": {"type": "string"}, "perm": {"type": "integer", "minimum": 0, "maximum": 7},
+        "readQueueNums": {"type": "integer", "minimum": 0}, "writeQueueNums": {"type": "integer", "minimum": 0},
+        "topicSysFlag": {"type": "integer", "minimum": 0}}},
+    "BrokerData": {"type": "object", "required": ["brokerAddrs", "brokerName", "cluster", "enableActingMaster"],
+                   "properties": {
+        "brokerAddrs": {"type": "object", "additionalProperties": {"type": "string"},
+                        "description": "broker id (as a string) -> address; id 0 is the master"},
+        "brokerName": {"type": "string"}, "cluster": {"type": "string"},
+        "enableActingMaster": {"type": "boolean"}, "zoneName": {"type": "string"}}},
+    "TopicRouteData": {"type": "object", "required": ["brokerDatas", "filterServerTable", "queueDatas"],
+                       "properties": {
+        "brokerDatas": {"type": "array", "items": _ref("BrokerData")},
+        "queueDatas": {"type": "array", "items": _ref("QueueData")},
+        "filterServerTable": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+        "orderTopicConf": {"type": "string"}}},
+    "ClusterInfo": {"type": "object", "required": ["brokerAddrTable", "clusterAddrTable"], "properties": {
+        "brokerAddrTable": {"type": "object", "additionalProperties": _ref("BrokerData")},
+        "clusterAddrTable": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}}}},
+    "TopicList": {"type": "object", "required": ["topicList"], "properties": {
+        "topicList": {"type": "array", "items": {"type": "string"}}, "brokerAddr": {"type": "string"}}},
+    "LiveBroker": {"type": "object", "properties": {
+        "clusterName": {"type": "string"}, "brokerAddr": {"type": "string"}, "brokerName": {"type": "string"},
+        "brokerId": {"type": ["integer", "null"]}, "lastUpdateTimestamp": {"type": "integer"},
+        "heartbeatTimeoutMillis": {"type": "integer"}, "dataVersion": {"type": "string"},
+        "haServerAddr": {"type": ["string", "null"]}}},
+    "DataVersion": {"type": "object", "properties": {
+        "counter": {"type": "integer"}, "stateVersion": {"type": "integer"}, "timestamp": {"type": "integer"}}},
+    "DataVersionAnswer": {"type": "object", "required": ["changed"], "properties": {
+        "changed": {"type": "boolean"}, "dataVersion": _ref("DataVersion")}},
+    "Master": {"type": "object", "required": ["masterAddr", "haServerAddr"], "properties": {
+        "masterAddr": {"type": ["string", "null"]}, "haServerAddr": {"type": ["string", "null"]}}},
+    "MemberGroup": {"type": "object", "required": ["brokerMemberGroup"], "properties": {
+        "brokerMemberGroup": {"type": "object", "properties": {
+            "cluster": {"type": "string"}, "brokerName": {"type": "string"},
+            "brokerAddrs": {"type": "object", "additionalProperties": {"type": "string"}}}}}},
+    "KVTable": {"type": "object", "required": ["table"], "properties": {
+        "table": {"type": "object", "additionalProperties": {"type": "string"}}}},
+    "Value": {"type": "object", "required": ["value"], "properties": {"value": {"type": ["string", "null"]}}},
+    "Switches": {"type": "object", "additionalProperties": {"type": "boolean"}, "properties": {
+        "enableAllTopicList": {"type": "boolean"}, "enableTopicList": {"type": "boolean"},
+        "orderMessageEnable": {"type": "boolean"}, "supportActingMaster": {"type": "boolean"}}},
+    "Config": {"type": "object", "required": ["config"], "properties": {
+        "config": _ref("Switches"), "readOnly": {"type": "object"}}},
+    "Health": {"type": "object", "required": ["status"], "properties": {
+        "status": {"type": "string", "enum": ["ok", "starting", "degraded"]},
+        "snapshotId": {"type": ["integer", "null"]}, "snapshotCommitTime": {"type": ["integer", "null"]},
+        "snapshotAgeMs": {"type": ["integer", "null"]}, "sourceOffsets": {"type": "object"},
+        "lastCheckAgeMs": {"type": ["integer", "null"]}, "lastError": {"type": ["string", "null"]}}},
+    "Success": {"type": "object", "required": ["code"], "properties": {
+        "code": {"type": "string"}, "remark": {"type": "string"},
+        "brokerNames": {"type": "array", "items": {"type": "string"}}}},
+}
+
+TOPIC = _param("topic", description="topic name (RocketMQ TopicValidator rules)")
+CLUSTER = _param("cluster")
+NS = _param("namespace")
+KEY = _param("key")
+BROKER = _param("broker_name", description="brokerName")
+
+
+def _list(summary: str, gated: bool = True) -> dict[str, Any]:
+    responses: dict[str, Any] = {"200": _json(_ref("TopicList"), "topics")}
+    if gated:
+        responses["403"] = _json(ERR, "switched off by enableTopicList/enableAllTopicList (remark 'disable')")
+    return {"get": {"summary": summary, "responses": responses}}
+
+
+PATHS: dict[str, Any] = {
+    "/topics/{topic}/route": {
+        "get": {"summary": "GET_ROUTEINFO_BY_TOPIC (105)",
+                "parameters": [TOPIC, _param("zone", "query", "client zone: the ZoneRouteRPCHook filter")],
+                "responses": {"200": _json(_ref("TopicRouteData"), "the route"), "400": E400,
+                              "404": _json(ERR, "TOPIC_NOT_EXIST")}},
+        "put": {"summary": "REGISTER_TOPIC_IN_NAMESRV (217), fanned out per broker group", "security": SECURED,
+                "parameters": [TOPIC, WAIT],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["queueDatas"],
+                    "properties": {"queueDatas": {"type": "array", "items": _ref("QueueData")}}}}}},
+                "responses": {"200": _json(_ref("Success"), "materialized"), "202": A202, "400": E400,
+                              "401": E401, "504": E504}}},
+    "/topics/{topic}": {
+        "delete": {"summary": "DELETE_TOPIC_IN_NAMESRV (216), fanned out per hosting broker group",
+                   "security": SECURED, "parameters": [TOPIC, _param("cluster", "query", "only this cluster"), WAIT],
+                   "responses": {"200": _json(_ref("Success"), "materialized"), "202": A202, "400": E400,
+                                 "401": E401, "504": E504}}},
+    "/topics": _list("GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206)"),
+    "/clusters/{cluster}/topics": {"get": {**_list("GET_TOPICS_BY_CLUSTER (224)")["get"],
+                                           "parameters": [CLUSTER]}},
+    "/topics/system": _list("GET_SYSTEM_TOPIC_LIST_FROM_NS (304): cluster and broker names", gated=False),
+    "/topics/unit": _list("GET_UNIT_TOPIC_LIST (311)"),
+    "/topics/unit-sub": _list("GET_HAS_UNIT_SUB_TOPIC_LIST (312)"),
+    "/topics/unit-sub-ununit": _list("GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST (313)"),
+    "/cluster": {"get": {"summary": "GET_BROKER_CLUSTER_INFO (106)",
+                         "responses": {"200": _json(_ref("ClusterInfo"), "cluster info")}}},
+    "/brokers/live": {"get": {"summary": "brokerLiveTable rows", "responses": {
+        "200": _json({"type": "array", "items": _ref("LiveBroker")}, "live brokers")}}},
+    "/brokers/{cluster}/{broker_addr}/data-version": {"get": {
+        "summary": "QUERY_DATA_VERSION (322), without its heartbeat side effect",
+        "parameters": [CLUSTER, _param("broker_addr", description="host:port"),
+                       _param("counter", "query", schema={"type": "integer"}),
+                       _param("timestamp", "query", schema={"type": "integer"}),
+                       _param("stateVersion", "query", schema={"type": "integer"})],
+        "responses": {"200": _json(_ref("DataVersionAnswer"), "changed?"), "400": E400}}},
+    "/brokers/{broker_name}/master": {"get": {
+        "summary": "a slave's master lookup (REGISTER_BROKER result): set only while the master is live",
+        "parameters": [BROKER], "responses": {"200": _json(_ref("Master"), "master"), "400": E400}}},
+    "/brokers/{cluster}/{broker_name}/members": {"get": {
+        "summary": "GET_BROKER_MEMBER_GROUP (901)", "parameters": [CLUSTER, BROKER],
+        "responses": {"200": _json(_ref("MemberGroup"), "member group"), "400": E400}}},
+    "/brokers/{broker_name}/wipe-write-perm": {"post": {
+        "summary": "WIPE_WRITE_PERM_OF_BROKER (205)", "security": SECURED, "parameters": [BROKER, WAIT],
+        "responses": {"200": _json({"type": "object", "required": ["wipeTopicCount"],
+                                    "properties": {"wipeTopicCount": {"type": "integer"}}}, "count"),
+                      "202": A202, "400": E400, "401": E401, "504": E504}}},
+    "/brokers/{broker_name}/add-write-perm": {"post": {
+        "summary": "ADD_WRITE_PERM_OF_BROKER (327)", "security": SECURED, "parameters": [BROKER, WAIT],
+        "responses": {"200": _json({"type": "object", "required": ["addTopicCount"],
+                                    "properties": {"addTopicCount": {"type": "integer"}}}, "count"),
+                      "202": A202, "400": E400, "401": E401, "504": E504}}},
+    "/kv/{namespace}": {"get": {"summary": "GET_KVLIST_BY_NAMESPACE (219)", "parameters": [NS],
+                                "responses": {"200": _json(_ref("KVTable"), "the namespace"), "400": E400,
+                                              "404": _json(ERR, "QUERY_NOT_FOUND")}}},
+    "/kv/{namespace}/{key}": {
+        "get": {"summary": "GET_KV_CONFIG (101)", "parameters": [NS, KEY],
+                "responses": {"200": _json(_ref("Value"), "the value"), "400": E400,
+                              "404": _json(ERR, "QUERY_NOT_FOUND")}},
+        "put": {"summary": "PUT_KV_CONFIG (100)", "security": SECURED, "parameters": [NS, KEY, WAIT],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("Value")}}},
+                "responses": {"200": _json(_ref("Value"), "materialized"), "202": A202, "400": E400,
+                              "401": E401, "504": E504}},
+        "delete": {"summary": "DELETE_KV_CONFIG (102)", "security": SECURED, "parameters": [NS, KEY, WAIT],
+                   "responses": {"200": _json(_ref("Success"), "materialized"), "202": A202, "400": E400,
+                                 "401": E401, "504": E504}}},
+    "/config": {
+        "get": {"summary": "GET_NAMESRV_CONFIG (319): runtime switches",
+                "responses": {"200": _json(_ref("Config"), "switches")}},
+        "put": {"summary": "UPDATE_NAMESRV_CONFIG (318) for allow-listed switches only", "security": SECURED,
+                "parameters": [WAIT],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("Switches")}}},
+                "responses": {"200": _json(_ref("Config"), "materialized"), "202": A202, "400": E400,
+                              "401": E401, "504": E504}}},
+    "/healthz": {"get": {"summary": "snapshot age and source offsets",
+                         "responses": {"200": _json(_ref("Health"), "healthy or starting"),
+                                       "503": _json(_ref("Health"), "degraded")}}},
+    "/openapi.json": {"get": {"summary": "this document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
+}
+
+
+def document() -> dict[str, Any]:
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "namesrv-stream", "version": "0.1.0",
+                 "description": "A RocketMQ-compatible NameServer over Delta tables: route, cluster, "
+                                "topic-list and KV lookups; admin writes as events (read-your-writes)."},
+        "servers": [{"url": "http://127.0.0.1:9877"}],
+        "paths": PATHS,
+        "components": {"schemas": SCHEMAS,
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    }
+
+
+@bp.get("/openapi.json")
+def openapi():
+    return jsonify(document())

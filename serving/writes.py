@@ -1,0 +1,93 @@
+"""Writes: bearer-token check, publishing commands, and waiting until they are served.
+
+A write is acknowledged only once the served snapshot has consumed the offsets its events
+were written at (read-your-writes); `?wait=false` answers 202 at once with the offsets.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import threading
+from typing import Any, Callable
+
+from flask import current_app, request
+
+from conf import Config
+from schemas.events import InvalidEvent
+from serving.app_state import store
+from serving.errors import ApiError
+from serving.snapshot import Snapshot
+
+PUBLISHER = "namesrv.publisher"
+TOKEN = "namesrv.admin_token"
+_lock = threading.Lock()
+
+
+def authorized(view: Callable) -> Callable:
+    """Refuse the request (401) unless it carries `Authorization: Bearer <admin token>`."""
+
+    @functools.wraps(view)
+    def wrapper(*args: Any, **kwargs: Any):
+        expected = current_app.extensions.get(TOKEN)
+        header = request.headers.get("Authorization", "")
+        scheme, _, given = header.partition(" ")
+        if expected is None:
+            raise ApiError(401, "NO_PERMISSION", "writes are disabled: no admin token is configured "
+                           "(set NAMESRV_ADMIN_TOKEN or create the token file)")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected.encode()):
+            raise ApiError(401, "NO_PERMISSION", "a valid 'Authorization: Bearer <token>' header is required")
+        return view(*args, **kwargs)
+
+    return wrapper
+
+
+def json_body() -> dict[str, Any]:
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise InvalidEvent("the request body must be a JSON object")
+    return body
+
+
+def _publisher():
+    pub = current_app.extensions.get(PUBLISHER)
+    if pub is None:
+        with _lock:
+            pub = current_app.extensions.get(PUBLISHER)
+            if pub is None:
+                from pipelines.publish import EventPublisher
+                cfg: Config = current_app.config["NAMESRV"]
+                pub = EventPublisher(cfg.bootstrap, cfg.kafka_topic)
+                current_app.extensions[PUBLISHER] = pub
+    return pub
+
+
+def covers(snap: Snapshot, coords: list[tuple[int, int]]) -> bool:
+    return all(int(snap.source_offsets.get(str(p), -1)) > o for p, o in coords)
+
+
+def publish(events: list[dict[str, Any]]) -> tuple[Snapshot | None, list[tuple[int, int]]]:
+    """Publish `events`; return (the first snapshot that includes them, their offsets).
+
+    The snapshot is None when the caller asked not to wait (`?wait=false`); a wait that runs
+    out raises 504 with the offsets, so the client can still check later.
+    """
+    if not events:
+        return store().current, []
+    coords = _publisher().publish(events)
+    if request.args.get("wait", "true").lower() == "false":
+        return None, coords
+    cfg: Config = current_app.config["NAMESRV"]
+    snap = store().wait_for(lambda s: covers(s, coords), cfg.write_timeout_ms / 1000)
+    if snap is None:
+        raise ApiError(504, "SYSTEM_BUSY", f"published, but not materialized within {cfg.write_timeout_ms} ms",
+                       offsets=offsets_json(coords))
+    return snap, coords
+
+
+def offsets_json(coords: list[tuple[int, int]]) -> list[dict[str, int]]:
+    return [{"partition": p, "offset": o} for p, o in coords]
+
+
+def accepted(coords: list[tuple[int, int]]):
+    return {"code": "ACCEPTED", "offsets": offsets_json(coords)}, 202
