@@ -302,11 +302,23 @@ def _remove_address(st: GroupState, cluster: str, addr: str, res: Result) -> Non
 
 
 def _expire(st: GroupState, now_ms: int, res: Result) -> None:
-    """§5.1: every live entry with lastUpdateTimestamp + timeout < now is unregistered."""
+    """§5.1: every live entry with lastUpdateTimestamp + timeout < now is unregistered.
+
+    As in RocketMQ the unregister needs the address to resolve to this group's BrokerData in
+    the same cluster; where it does not (quirk 14.9, RocketMQ keeps the entry forever), the
+    live and filter entries are dropped and nothing else changes.
+    """
     for (cluster, addr), li in sorted(st.live.items()):
         if li.last_update + li.timeout_ms < now_ms:
             res.expired.append((cluster, addr))
-            _remove_address(st, cluster, addr, res)
+            b = st.broker
+            if b is not None and b.cluster == cluster and addr in b.addrs.values():
+                _remove_address(st, cluster, addr, res)
+            else:
+                del st.live[(cluster, addr)]
+                res.dirty.add(t.BROKER_LIVE.name)
+                if st.filters.pop((cluster, addr), None) is not None:
+                    res.dirty.add(t.FILTER_SERVER.name)
 
 
 def _wipe_write_perm(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:

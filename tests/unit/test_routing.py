@@ -304,3 +304,10 @@ def test_any_split_into_batches_gives_the_same_state(ops, cut):
     first, _ = run(*steps[:cut], now=times[cut - 1] if cut else 0) if cut else (None, None)
     second, _ = run(*steps[cut:], state=first, now=end) if steps[cut:] else routing.apply(first, [], end, CFG)
     assert (whole.to_json() if whole else None) == (second.to_json() if second else None)
+
+
+def test_address_taking_a_new_id_counts_as_first_registration():
+    # The id is new in brokerAddrs, so its topics are taken even with an unchanged data version.
+    s, _ = run((reg("b", 0, A0, tps=topics("Base", "T", read=8), counter=1, acting=False), 0))
+    s, _ = run((reg("b", 1, A0, tps=topics("Base", "T", read=2), counter=1, acting=False), 1), state=s)
+    assert addrs(s) == {1: A0} and queues(s)["T"] == (2, 8, 6)
