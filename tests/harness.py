@@ -15,6 +15,9 @@ import requests
 from conf import Config, load_config
 
 
+ADMIN_TOKEN = "test-admin-token"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -29,7 +32,8 @@ class Pipeline:
             "NAMESRV_DATA_DIR": str(data_dir), "NAMESRV_KAFKA_BOOTSTRAP": bootstrap,
             "NAMESRV_KAFKA_TOPIC": f"namesrv-test-{uuid.uuid4().hex[:8]}",
             "NAMESRV_BROKER_TIMEOUT_MS": str(broker_timeout_ms), "NAMESRV_TRIGGER_INTERVAL_MS": str(trigger_ms),
-            "NAMESRV_REFRESH_INTERVAL_MS": "100", "NAMESRV_HTTP_PORT": "0", **env})
+            "NAMESRV_REFRESH_INTERVAL_MS": "100", "NAMESRV_HTTP_PORT": "0",
+            "NAMESRV_ADMIN_TOKEN": ADMIN_TOKEN, **env})
         self.query = None
         self._server = None
         self.url = ""
@@ -56,12 +60,21 @@ class Pipeline:
         self.app = create_app(self.cfg)
         self._server = create_server(self.app, host="127.0.0.1", port=0, threads=4)
         self.url = f"http://127.0.0.1:{self._server.effective_port}"
-        threading.Thread(target=self._server.run, daemon=True).start()
+        self._closing = False
+        threading.Thread(target=self._serve, daemon=True).start()
         return self
+
+    def _serve(self) -> None:
+        try:
+            self._server.run()
+        except OSError:  # the listening socket was closed under the loop by close()
+            if not self._closing:
+                raise
 
     def close(self) -> None:
         self.stop_job()
         if self._server is not None:
+            self._closing = True
             self.app.extensions["namesrv.snapshots"].stop()
             self._server.close()
         self.publisher.close()
@@ -72,6 +85,12 @@ class Pipeline:
 
     def get(self, path: str) -> tuple[int, Any]:
         r = requests.get(self.url + path, timeout=10)
+        return r.status_code, r.json()
+
+    def write(self, method: str, path: str, body: Any = None, *, token: str | None = ADMIN_TOKEN,
+              timeout: float = 60) -> tuple[int, Any]:
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        r = requests.request(method, self.url + path, json=body, headers=headers, timeout=timeout)
         return r.status_code, r.json()
 
     def wait_for(self, probe: Callable[[], Any], timeout: float = 60, what: str = "condition") -> Any:

@@ -3,85 +3,24 @@ exactly the reference model's tables after every step of any generated workload.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 
-from pipelines import routing
-from pipelines.sink import plan_batch
-from pipelines.stateful import StepConfig, run_group
 from schemas import events as ev
-from schemas import tables as t
 from serving import commands
-from serving.snapshot import build_snapshot
 from tests.model import ops
 from tests.model.namesrv_model import NamesrvModel
+from tests.model.pure_system import PureSystem
 
 T0 = 1_700_000_000_000
 TIMEOUT = 3000
 EXAMPLES = 500
 
 
-class PureSystem:
-    """Drives stateful.run_group one batch at a time and materializes its output like the sink."""
-
-    def __init__(self) -> None:
-        self.cfg = StepConfig(routing.RoutingConfig(default_timeout_ms=TIMEOUT), 1 << 20, 10**12)
-        self.states: dict[str, str] = {}
-        self.tables: dict[str, dict[str, list[dict[str, Any]]]] = {x.name: {} for x in t.STATE_TABLES}
-        self.batch = 0
-        self.offset = 0
-
-    def run_batch(self, events: list[dict[str, Any]], now: int) -> None:
-        records: dict[str, list[dict[str, Any]]] = {}
-        for e in events:
-            key, value = ev.encode({**e, "timestamp": now})
-            records.setdefault(key.decode(), []).append(
-                {"partition": 0, "offset": self.offset, "timestamp": now, "key": key.decode(), "value": value})
-            self.offset += 1
-        out = []
-        for group in sorted(set(self.states) | set(records)):
-            state, _, rows = run_group(group, records.get(group, []), self.states.get(group), now, self.cfg)
-            if state is None:
-                self.states.pop(group, None)
-            else:
-                self.states[group] = state
-            out.extend(rows)
-        plan = plan_batch(out, self.batch, now)
-        assert not plan.dead_letters, plan.dead_letters
-        for table, owners in plan.replace.items():
-            self.tables[table].update(owners)
-        self.batch += 1
-
-    def rows(self, table: str) -> list[dict[str, Any]]:
-        return [r for rs in self.tables[table].values() for r in rs]
-
-    def snapshot(self):
-        return build_snapshot(None, {name: self.rows(name) for name in self.tables})
-
-    def table_rows(self) -> dict[str, set[tuple]]:
-        live = set()
-        for r in self.rows("broker_live"):
-            dv = json.loads(r["dataVersion"])
-            live.add((r["clusterName"], r["brokerAddr"], r["lastUpdateTimestamp"], r["heartbeatTimeoutMillis"],
-                      tuple(sorted(dv.items())), r["haServerAddr"]))
-        return {
-            "topic_queue": {(r["topic"], r["brokerName"], r["readQueueNums"], r["writeQueueNums"], r["perm"],
-                             r["topicSysFlag"]) for r in self.rows("topic_queue")},
-            "broker_addr": {(r["brokerName"], r["cluster"], r["brokerId"], r["brokerAddr"], r["zoneName"],
-                             r["enableActingMaster"]) for r in self.rows("broker_addr")},
-            "cluster_addr": {(r["clusterName"], r["brokerName"]) for r in self.rows("cluster_addr")},
-            "broker_live": live,
-            "filter_server": {(r["clusterName"], r["brokerAddr"], tuple(r["filterServer"]))
-                              for r in self.rows("filter_server")},
-            "kv_config": {(r["namespace"], r["key"], r["value"]) for r in self.rows("kv_config")},
-        }
-
-
 def run_workload(workload) -> int:
     model = NamesrvModel(default_timeout_ms=TIMEOUT)
-    pure = PureSystem()
+    pure = PureSystem(timeout_ms=TIMEOUT)
     now = T0
     for step, ((kind, args), dt) in enumerate(workload):
         now += dt
