@@ -28,6 +28,9 @@ _SOURCES: dict[str, tuple[str, str, str]] = {
     "trigger_interval_ms": ("job", "trigger_interval_ms", "NAMESRV_TRIGGER_INTERVAL_MS"),
     "broker_timeout_ms": ("job", "broker_timeout_ms", "NAMESRV_BROKER_TIMEOUT_MS"),
     "max_clock_skew_ms": ("job", "max_clock_skew_ms", "NAMESRV_MAX_CLOCK_SKEW_MS"),
+    "live_flush_ms": ("job", "live_flush_ms", "NAMESRV_LIVE_FLUSH_MS"),
+    "maintenance_interval_ms": ("job", "maintenance_interval_ms", "NAMESRV_MAINTENANCE_INTERVAL_MS"),
+    "history_retention_ms": ("job", "history_retention_ms", "NAMESRV_HISTORY_RETENTION_MS"),
     "delete_topic_with_broker_registration": ("job", "delete_topic_with_broker_registration",
                                               "NAMESRV_DELETE_TOPIC_WITH_BROKER_REGISTRATION"),
     "http_host": ("http", "host", "NAMESRV_HTTP_HOST"),
@@ -57,6 +60,9 @@ class Config:
     trigger_interval_ms: int
     broker_timeout_ms: int
     max_clock_skew_ms: int
+    live_flush_ms: int
+    maintenance_interval_ms: int
+    history_retention_ms: int
     delete_topic_with_broker_registration: bool
     http_host: str
     http_port: int
@@ -122,7 +128,7 @@ def load_config(environ: Mapping[str, str] | None = None, defaults_file: Path = 
     values["data_dir"] = Path(str(values["data_dir"])).resolve()
     for name in ("kafka_partitions", "max_records_per_batch", "shuffle_partitions", "trigger_interval_ms",
                  "broker_timeout_ms", "http_threads", "refresh_interval_ms", "max_message_bytes",
-                 "write_timeout_ms"):
+                 "write_timeout_ms", "maintenance_interval_ms", "history_retention_ms"):
         if int(values[name]) <= 0:  # type: ignore[arg-type]
             raise ConfigError(f"{_SOURCES[name][2]} must be positive")
     return Config(**values)  # type: ignore[arg-type]

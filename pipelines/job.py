@@ -80,7 +80,7 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME):
     sink = DeltaSink(cfg.warehouse, cfg.checkpoint_dir)
     sink.ensure_tables()
     step = make_step(StepConfig(
-        routing=RoutingConfig(default_timeout_ms=cfg.broker_timeout_ms,
+        routing=RoutingConfig(default_timeout_ms=cfg.broker_timeout_ms, live_flush_ms=cfg.live_flush_ms,
                               delete_topic_with_broker_registration=cfg.delete_topic_with_broker_registration),
         max_message_bytes=cfg.max_message_bytes, max_clock_skew_ms=cfg.max_clock_skew_ms))
     raw = (spark.readStream.format(kafka_source.SOURCE_NAME)

@@ -29,21 +29,31 @@ class Namespace:
         return Namespace(raw["namespace"], raw["table"])
 
 
-def apply(state: Namespace | None, events: Iterable[dict[str, Any]]) -> tuple[Namespace | None, bool]:
-    """Apply PUT/DELETE_KV_CONFIG events in order; returns (state, changed)."""
-    changed = False
-    for e in events:
+def apply(state: Namespace | None, events: Iterable[dict[str, Any]]) -> tuple[Namespace | None, list[dict[str, Any]]]:
+    """Apply PUT/DELETE_KV_CONFIG (or UPDATE_NAMESRV_CONFIG) events in order.
+
+    Returns the state and the changes made (for `route_changes`; empty = nothing changed).
+    """
+    changes: list[dict[str, Any]] = []
+    for i, e in enumerate(events):
         if e["type"] in (ev.PUT_KV_CONFIG, ev.UPDATE_NAMESRV_CONFIG):
             if state is None:
                 state = Namespace(e.get("namespace", CONFIG_SCOPE))
-                changed = True
-            if state.table.get(e["key"]) != e["value"]:
+            before = state.table.get(e["key"])
+            if before != e["value"]:
                 state.table[e["key"]] = e["value"]
-                changed = True
+                kind = "CONFIG_UPDATED" if e["type"] == ev.UPDATE_NAMESRV_CONFIG else "KV_PUT"
+                changes.append(_change(kind, state.name, e, i, before, e["value"]))
         elif e["type"] == ev.DELETE_KV_CONFIG:
-            if state is not None and state.table.pop(e["key"], None) is not None:
-                changed = True
-    return state, changed
+            before = None if state is None else state.table.pop(e["key"], None)
+            if before is not None:
+                changes.append(_change("KV_DELETED", state.name, e, i, before, None))
+    return state, changes
+
+
+def _change(kind: str, namespace: str, e: dict[str, Any], index: int, before: Any, after: Any) -> dict[str, Any]:
+    return {"kind": kind, "namespace": namespace, "key": e["key"], "before": before, "after": after,
+            "eventIndex": index, "time": e["time"]}
 
 
 def table_rows(state: Namespace | None) -> list[dict[str, Any]]:

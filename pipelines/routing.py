@@ -27,6 +27,11 @@ _WRITE = ev.PERM_WRITE
 class RoutingConfig:
     default_timeout_ms: int = 120_000
     delete_topic_with_broker_registration: bool = False
+    # Heartbeats move lastUpdateTimestamp only in the state store; broker_live is rewritten with
+    # the fresh values when something else changes, or once per `live_flush_ms` window (aligned
+    # for all groups, so a quiet fleet adds one broker_live version per window, not per batch).
+    # 0 = materialize every heartbeat.
+    live_flush_ms: int = 60_000
 
 
 @dataclass
@@ -44,6 +49,7 @@ class LiveInfo:
     timeout_ms: int
     data_version: dict[str, int]
     ha_server_addr: str | None
+    materialized_update: int = -1  # the lastUpdateTimestamp broker_live holds for this entry
 
 
 @dataclass
@@ -72,8 +78,8 @@ class GroupState:
                 "enableActingMaster": self.broker.enable_acting_master,
             },
             "topics": self.topics,
-            "live": [[c, a, li.broker_id, li.last_update, li.timeout_ms, li.data_version, li.ha_server_addr]
-                     for (c, a), li in sorted(self.live.items())],
+            "live": [[c, a, li.broker_id, li.last_update, li.timeout_ms, li.data_version, li.ha_server_addr,
+                      li.materialized_update] for (c, a), li in sorted(self.live.items())],
             "filters": [[c, a, lst] for (c, a), lst in sorted(self.filters.items())],
         }, separators=(",", ":"), sort_keys=True)
 
@@ -87,19 +93,29 @@ class GroupState:
             broker=None if b is None else BrokerData(
                 b["cluster"], {int(k): v for k, v in b["addrs"].items()}, b["zoneName"], b["enableActingMaster"]),
             topics=raw["topics"],
-            live={(c, a): LiveInfo(bid, last, tmo, dv, ha) for c, a, bid, last, tmo, dv, ha in raw["live"]},
+            live={(c, a): LiveInfo(*rest) for c, a, *rest in raw["live"]},
             filters={(c, a): lst for c, a, lst in raw["filters"]},
         )
 
 
 @dataclass
 class Result:
-    """What one `apply` call did: tables whose rows changed, and notable outcomes for the log."""
+    """What one `apply` call did: tables whose rows changed, topology changes for the audit
+    log (`route_changes`), and notable outcomes for the job's log."""
 
     dirty: set[str] = field(default_factory=set)
     rejected: list[str] = field(default_factory=list)
     expired: list[tuple[str, str]] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)  # wipe/add write-perm topic counts, in event order
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    event_index: int | None = None  # which input event the changes being recorded come from
+    time: int = 0                   # the instant they happen at (event time, or now for expiry)
+
+    def change(self, kind: str, *, cluster: str | None = None, addr: str | None = None,
+               broker_id: int | None = None, topic: str | None = None, before: Any = None, after: Any = None) -> None:
+        self.changes.append({"kind": kind, "clusterName": cluster, "brokerAddr": addr, "brokerId": broker_id,
+                             "topic": topic, "before": before, "after": after, "eventIndex": self.event_index,
+                             "time": self.time})
 
 
 class Rejected(Exception):
@@ -118,27 +134,63 @@ def apply(state: GroupState | None, events: Iterable[dict[str, Any]], now_ms: in
     """
     res = Result()
     st = state
-    for e in events:
+    for i, e in enumerate(events):
         if st is None:
             st = GroupState(broker_name=e["brokerName"])
+        res.event_index, res.time = None, e["time"]
         _expire(st, e["time"], res)
+        res.event_index = i
+        master_before = _master(st)
         handler = _HANDLERS[e["type"]]
         try:
             handler(st, e, cfg, res)
         except Rejected as exc:
             res.rejected.append(str(exc))
+            res.change("REGISTRATION_REJECTED", cluster=e.get("clusterName"), addr=e.get("brokerAddr"),
+                       broker_id=e.get("brokerId"), after=str(exc))
+        master_after = _master(st)
+        if master_before is not None and master_after is not None and master_before != master_after:
+            res.change("MASTER_CHANGED", cluster=st.broker.cluster, addr=master_after, broker_id=ev.MASTER_ID,
+                       before=master_before, after=master_after)
     if st is not None:
+        res.event_index, res.time = None, now_ms
         _expire(st, now_ms, res)
+        _flush_live(st, now_ms, cfg, res)
         if st.is_empty():
             st = None
     return st, res
 
 
-def next_deadline(state: GroupState | None) -> int | None:
-    """The earliest instant at which a live entry of this group expires (for the Spark timeout)."""
+def _flush_live(st: GroupState, now_ms: int, cfg: RoutingConfig, res: Result) -> None:
+    """Decide whether broker_live gets this group's fresh lastUpdateTimestamps now."""
+    stale = [li for li in st.live.values() if li.materialized_update != li.last_update]
+    if not stale:
+        return
+    if (t.BROKER_LIVE.name in res.dirty or cfg.live_flush_ms == 0
+            or _window(now_ms, cfg) > _window(max(li.materialized_update for li in st.live.values()), cfg)):
+        for li in st.live.values():
+            li.materialized_update = li.last_update
+        res.dirty.add(t.BROKER_LIVE.name)
+
+
+def _window(ms: int, cfg: RoutingConfig) -> int:
+    return ms // cfg.live_flush_ms if cfg.live_flush_ms else ms
+
+
+def _master(st: GroupState) -> str | None:
+    return None if st.broker is None else st.broker.addrs.get(ev.MASTER_ID)
+
+
+def next_deadline(state: GroupState | None, cfg: RoutingConfig) -> int | None:
+    """When this group must be called again without data (the Spark timeout): its earliest
+    expiry, or the next flush window if broker_live holds stale lastUpdateTimestamps."""
     if state is None or not state.live:
         return None
-    return min(li.last_update + li.timeout_ms for li in state.live.values())
+    deadline = min(li.last_update + li.timeout_ms for li in state.live.values()) + 1
+    if cfg.live_flush_ms and any(li.materialized_update != li.last_update for li in state.live.values()):
+        newest = max(li.last_update for li in state.live.values())
+        deadline = min(deadline, (_window(newest, cfg) + 1) * cfg.live_flush_ms)
+    return deadline
 
 
 def table_rows(state: GroupState | None, table: str) -> list[dict[str, Any]]:
@@ -159,7 +211,7 @@ def table_rows(state: GroupState | None, table: str) -> list[dict[str, Any]]:
         return [{"clusterName": c, "brokerName": name} for c in sorted(state.clusters)]
     if table == t.BROKER_LIVE.name:
         return [{"clusterName": c, "brokerAddr": a, "brokerName": name, "brokerId": li.broker_id,
-                 "lastUpdateTimestamp": li.last_update, "heartbeatTimeoutMillis": li.timeout_ms,
+                 "lastUpdateTimestamp": li.materialized_update, "heartbeatTimeoutMillis": li.timeout_ms,
                  "dataVersion": dump_data_version(li.data_version), "haServerAddr": li.ha_server_addr}
                 for (c, a), li in sorted(state.live.items())]
     if table == t.FILTER_SERVER.name:
@@ -174,6 +226,31 @@ def dump_data_version(dv: dict[str, int]) -> str:
 
 
 # ---------------------------------------------------------------- rules
+
+def _put_queue(st: GroupState, topic: str, qd: dict[str, int], res: Result, *, added: str = "QUEUE_ADDED",
+               changed: str = "QUEUE_CHANGED") -> None:
+    before = st.topics.get(topic)
+    if before == qd:
+        return
+    st.topics[topic] = qd
+    res.dirty.add(t.TOPIC_QUEUE.name)
+    res.change(added if before is None else changed, topic=topic, before=before, after=dict(qd))
+
+
+def _drop_queue(st: GroupState, topic: str, res: Result, kind: str) -> None:
+    before = st.topics.pop(topic, None)
+    if before is not None:
+        res.dirty.add(t.TOPIC_QUEUE.name)
+        res.change(kind, topic=topic, before=before)
+
+
+def _set_perm(st: GroupState, topic: str, perm: int, res: Result, kind: str) -> None:
+    qd = st.topics[topic]
+    if qd["perm"] != perm:
+        res.change(kind, topic=topic, before=dict(qd), after={**qd, "perm": perm})
+        qd["perm"] = perm
+        res.dirty.add(t.TOPIC_QUEUE.name)
+
 
 def _register(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
     """§3.2, applied atomically: both rejection checks run before anything changes."""
@@ -195,6 +272,7 @@ def _register(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result
     if cluster not in st.clusters:
         st.clusters.add(cluster)
         res.dirty.add(t.CLUSTER_ADDR.name)
+        res.change("CLUSTER_JOINED", cluster=cluster)
     register_first = False
     if st.broker is None:
         st.broker = BrokerData(cluster=cluster)
@@ -207,13 +285,17 @@ def _register(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result
         res.dirty.add(t.BROKER_ADDR.name)
 
     # §3.2.5 master/slave switch: one ip:port holds one id inside a group.
-    for other in [i for i, a in b.addrs.items() if a == addr and i != bid]:
+    moved_from = [i for i, a in b.addrs.items() if a == addr and i != bid]
+    for other in moved_from:
         del b.addrs[other]
         res.dirty.add(t.BROKER_ADDR.name)
+        res.change("ADDRESS_ID_CHANGED", cluster=b.cluster, addr=addr, broker_id=bid, before=other, after=bid)
     previous = b.addrs.get(bid)
     if previous != addr:
         b.addrs[bid] = addr
         res.dirty.add(t.BROKER_ADDR.name)
+        if not moved_from:
+            res.change("BROKER_REGISTERED", cluster=cluster, addr=addr, broker_id=bid, before=previous, after=addr)
     register_first = register_first or not previous
 
     # §3.2.9-10 whose topic config counts, and which topics change.
@@ -225,25 +307,27 @@ def _register(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result
         incoming = e["topicConfigTable"]
         if cfg.delete_topic_with_broker_registration:
             for topic in [x for x in st.topics if x not in incoming]:
-                del st.topics[topic]
-                res.dirty.add(t.TOPIC_QUEUE.name)
+                _drop_queue(st, topic, res, "QUEUE_REMOVED")
         for topic, tc in incoming.items():
             if register_first or dv_changed or topic not in st.topics:
                 perm = tc["perm"]
                 if is_prime_slave and b.enable_acting_master:
                     perm &= ~_WRITE
-                qd = {"readQueueNums": tc["readQueueNums"], "writeQueueNums": tc["writeQueueNums"],
-                      "perm": perm, "topicSysFlag": tc["topicSysFlag"]}
-                if st.topics.get(topic) != qd:
-                    st.topics[topic] = qd
-                    res.dirty.add(t.TOPIC_QUEUE.name)
+                _put_queue(st, topic, {"readQueueNums": tc["readQueueNums"], "writeQueueNums": tc["writeQueueNums"],
+                                       "perm": perm, "topicSysFlag": tc["topicSysFlag"]}, res)
 
-    # §3.2.11 live table
-    st.live[(cluster, addr)] = LiveInfo(
-        broker_id=bid, last_update=e["time"],
-        timeout_ms=e["heartbeatTimeoutMillis"] or cfg.default_timeout_ms,
-        data_version=dict(incoming_dv), ha_server_addr=e["haServerAddr"])
-    res.dirty.add(t.BROKER_LIVE.name)
+    # §3.2.11 live table. A re-registration that only moves lastUpdateTimestamp is treated
+    # like a heartbeat for materialization (brokers re-register every 30 s).
+    live = LiveInfo(broker_id=bid, last_update=e["time"],
+                    timeout_ms=e["heartbeatTimeoutMillis"] or cfg.default_timeout_ms,
+                    data_version=dict(incoming_dv), ha_server_addr=e["haServerAddr"])
+    prev = st.live.get((cluster, addr))
+    if prev is not None and (prev.broker_id, prev.timeout_ms, prev.data_version, prev.ha_server_addr) == (
+            live.broker_id, live.timeout_ms, live.data_version, live.ha_server_addr):
+        live.materialized_update = prev.materialized_update
+    else:
+        res.dirty.add(t.BROKER_LIVE.name)
+    st.live[(cluster, addr)] = live
 
     # §3.2.12 filter servers: absent = untouched, empty = removed
     fl = e["filterServerList"]
@@ -261,15 +345,14 @@ def _heartbeat(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Resul
     """§4: refresh liveness only; an unknown broker is a no-op."""
     li = st.live.get((e["clusterName"], e["brokerAddr"]))
     if li is not None and e["time"] > li.last_update:
-        li.last_update = e["time"]
-        res.dirty.add(t.BROKER_LIVE.name)
+        li.last_update = e["time"]  # broker_live catches up in _flush_live
 
 
 def _unregister(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
-    _remove_address(st, e["clusterName"], e["brokerAddr"], res)
+    _remove_address(st, e["clusterName"], e["brokerAddr"], res, "BROKER_UNREGISTERED")
 
 
-def _remove_address(st: GroupState, cluster: str, addr: str, res: Result) -> None:
+def _remove_address(st: GroupState, cluster: str, addr: str, res: Result, kind: str) -> None:
     """§5.3 for one request: live/filter entries, addrs by address, then queue cleanup."""
     if st.live.pop((cluster, addr), None) is not None:
         res.dirty.add(t.BROKER_LIVE.name)
@@ -281,6 +364,7 @@ def _remove_address(st: GroupState, cluster: str, addr: str, res: Result) -> Non
     gone = [i for i, a in b.addrs.items() if a == addr]
     for i in gone:
         del b.addrs[i]
+        res.change(kind, cluster=cluster, addr=addr, broker_id=i, before=addr)
     if gone:
         res.dirty.add(t.BROKER_ADDR.name)
     if not b.addrs:
@@ -290,15 +374,13 @@ def _remove_address(st: GroupState, cluster: str, addr: str, res: Result) -> Non
         if cluster in st.clusters:
             st.clusters.discard(cluster)
             res.dirty.add(t.CLUSTER_ADDR.name)
-        if st.topics:
-            st.topics.clear()
-            res.dirty.add(t.TOPIC_QUEUE.name)
+            res.change("CLUSTER_LEFT", cluster=cluster)
+        for topic in sorted(st.topics):
+            _drop_queue(st, topic, res, "QUEUE_REMOVED")
     elif b.enable_acting_master and min(b.addrs) > ev.MASTER_ID:
         # An acting-master group lost its master: its queues become read-only instead of vanishing.
-        for qd in st.topics.values():
-            if qd["perm"] & _WRITE:
-                qd["perm"] &= ~_WRITE
-                res.dirty.add(t.TOPIC_QUEUE.name)
+        for topic in sorted(st.topics):
+            _set_perm(st, topic, st.topics[topic]["perm"] & ~_WRITE, res, "QUEUE_CHANGED")
 
 
 def _expire(st: GroupState, now_ms: int, res: Result) -> None:
@@ -313,29 +395,26 @@ def _expire(st: GroupState, now_ms: int, res: Result) -> None:
             res.expired.append((cluster, addr))
             b = st.broker
             if b is not None and b.cluster == cluster and addr in b.addrs.values():
-                _remove_address(st, cluster, addr, res)
+                _remove_address(st, cluster, addr, res, "BROKER_EXPIRED")
             else:
                 del st.live[(cluster, addr)]
                 res.dirty.add(t.BROKER_LIVE.name)
+                res.change("BROKER_EXPIRED", cluster=cluster, addr=addr, broker_id=li.broker_id)
                 if st.filters.pop((cluster, addr), None) is not None:
                     res.dirty.add(t.FILTER_SERVER.name)
 
 
 def _wipe_write_perm(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
     """§7.1: clear the write bit; the count includes queues that were already read-only."""
-    for qd in st.topics.values():
-        if qd["perm"] & _WRITE:
-            qd["perm"] &= ~_WRITE
-            res.dirty.add(t.TOPIC_QUEUE.name)
+    for topic in sorted(st.topics):
+        _set_perm(st, topic, st.topics[topic]["perm"] & ~_WRITE, res, "WRITE_PERM_WIPED")
     res.counts.append(len(st.topics))
 
 
 def _add_write_perm(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
     """§7.1: perm becomes exactly READ|WRITE (6), dropping any other bit."""
-    for qd in st.topics.values():
-        if qd["perm"] != ev.DEFAULT_PERM:
-            qd["perm"] = ev.DEFAULT_PERM
-            res.dirty.add(t.TOPIC_QUEUE.name)
+    for topic in sorted(st.topics):
+        _set_perm(st, topic, ev.DEFAULT_PERM, res, "WRITE_PERM_ADDED")
     res.counts.append(len(st.topics))
 
 
@@ -344,18 +423,14 @@ def _delete_topic(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Re
     cluster = e["clusterName"]
     if cluster is not None and cluster not in st.clusters:
         return
-    if st.topics.pop(e["topic"], None) is not None:
-        res.dirty.add(t.TOPIC_QUEUE.name)
+    _drop_queue(st, e["topic"], res, "TOPIC_DELETED")
 
 
 def _register_topic(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
     """§7.3, one group's share: an unknown broker stores nothing."""
     if st.broker is None:
         return
-    qd = {k: e[k] for k in ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")}
-    if st.topics.get(e["topic"]) != qd:
-        st.topics[e["topic"]] = qd
-        res.dirty.add(t.TOPIC_QUEUE.name)
+    _put_queue(st, e["topic"], {k: e[k] for k in ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")}, res)
 
 
 _HANDLERS = {

@@ -32,6 +32,7 @@ class BatchPlan:
     """What a batch's output rows ask the sink to write."""
 
     replace: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)  # table -> owner -> rows
+    changes: list[dict[str, Any]] = field(default_factory=list)  # route_changes rows, in order
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
 
@@ -51,9 +52,16 @@ def plan_batch(rows: Iterable[dict[str, Any]], batch_id: int, now_ms: int) -> Ba
                 "offset": r["offset"], "kafkaTimestamp": r["kafkaTimestamp"], "batchId": batch_id, "time": now_ms})
         elif tbl == REJECTED:
             plan.rejected.append(f"{r['grp']}: {r['payload']}")
+        elif tbl == t.ROUTE_CHANGES.name:
+            plan.changes.extend(json.loads(r["payload"]))
         else:
             plan.replace.setdefault(tbl, {})[r["grp"]] = json.loads(r["payload"])
     plan.dead_letters.sort(key=lambda d: (d["partition"], d["offset"]))
+    # Deterministic order: by Kafka position, expiries (no position) last, then by group.
+    plan.changes.sort(key=lambda c: (c["partition"] is None, c["partition"] or 0, c["offset"] or 0, c["time"],
+                                     c["brokerName"] or c["namespace"] or ""))
+    for seq, c in enumerate(plan.changes):
+        c["snapshotId"], c["seq"] = batch_id, seq
     return plan
 
 
@@ -98,11 +106,14 @@ class DeltaSink:
                 data = table.from_rows([row for rs in owners.values() for row in rs])
                 self._write(table, data, batch_id, predicate=f"{table.owner} IN ({_sql_list(owners)})",
                             mode="overwrite")
+        if plan.changes:
+            self._write(t.ROUTE_CHANGES, t.ROUTE_CHANGES.from_rows(plan.changes), batch_id, predicate=None,
+                        mode="append")
         if not (plan.changes_state or plan.dead_letters or consumed):
             return
         snapshot = {"snapshotId": batch_id, "batchId": batch_id, "commitTime": int(time.time() * 1000),
                     "sourceOffsets": json.dumps(offsets, sort_keys=True), "eventCount": consumed}
-        for table in t.STATE_TABLES:
+        for table in t.CUT_TABLES:
             snapshot[t.version_column(table)] = DeltaTable(self.path(table)).version()
         self._write(t.SNAPSHOTS, t.SNAPSHOTS.from_rows([snapshot]), batch_id, predicate=None, mode="append")
         log.info("batch %d: %d record(s), tables %s, %.0f ms", batch_id, consumed,

@@ -43,26 +43,27 @@ def run_group(group: str | None, records: list[dict[str, Any]], state_json: str 
     """Pure core of the step: returns (new state JSON, next expiry deadline, output rows)."""
     out: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
+    coords: list[tuple[int, int]] = []
     for r in sorted(records, key=lambda r: (r["partition"], r["offset"])):
-        coords = {"raw": None, "rawKey": None, "partition": r["partition"], "offset": r["offset"],
-                  "kafkaTimestamp": r["timestamp"]}
         try:
             events.append(ev.parse_event(r["value"], key=r["key"], record_time_ms=r["timestamp"],
                                          max_message_bytes=cfg.max_message_bytes,
                                          max_clock_skew_ms=cfg.max_clock_skew_ms))
+            coords.append((r["partition"], r["offset"]))
         except ev.InvalidEvent as exc:
-            out.append({**coords, "grp": group, "tbl": DEAD_LETTER, "payload": str(exc),
-                        "raw": r["value"], "rawKey": r["key"]})
+            out.append({"grp": group, "tbl": DEAD_LETTER, "payload": str(exc), "raw": r["value"], "rawKey": r["key"],
+                        "partition": r["partition"], "offset": r["offset"], "kafkaTimestamp": r["timestamp"]})
 
     if group is not None and (group.startswith(ev.KV_KEY_PREFIX) or group == ev.CONFIG_KEY):
         is_config = group == ev.CONFIG_KEY
         ns = kv.Namespace.from_json(state_json) if state_json else None
-        ns, changed = kv.apply(ns, events)
-        if changed:
+        ns, changes = kv.apply(ns, events)
+        if changes:
             if is_config:
                 out.append(_table_row(kv.CONFIG_SCOPE, t.NAMESRV_CONFIG.name, kv.config_rows(ns)))
             else:
                 out.append(_table_row(group[len(ev.KV_KEY_PREFIX):], t.KV_CONFIG.name, kv.table_rows(ns)))
+            out.append(_changes_row(group, None, changes, coords))
         return (ns.to_json() if ns else None), None, out
 
     st = routing.GroupState.from_json(state_json) if state_json else None
@@ -74,7 +75,26 @@ def run_group(group: str | None, records: list[dict[str, Any]], state_json: str 
                     "partition": None, "offset": None, "kafkaTimestamp": None})
     for table in sorted(res.dirty):
         out.append(_table_row(group, table, routing.table_rows(st, table)))
-    return (st.to_json() if st else None), routing.next_deadline(st), out
+    if res.changes:
+        out.append(_changes_row(group, group, res.changes, coords))
+    return (st.to_json() if st else None), routing.next_deadline(st, cfg.routing), out
+
+
+def _changes_row(group: str | None, broker_name: str | None, changes: list[dict[str, Any]],
+                 coords: list[tuple[int, int]]) -> dict[str, Any]:
+    """route_changes rows (without snapshotId/seq, which the sink assigns) for one group's call."""
+    rows = []
+    for c in changes:
+        i = c.get("eventIndex")
+        partition, offset = coords[i] if i is not None else (None, None)
+        rows.append({"time": c["time"], "kind": c["kind"], "clusterName": c.get("clusterName"),
+                     "brokerName": broker_name, "brokerAddr": c.get("brokerAddr"), "brokerId": c.get("brokerId"),
+                     "topic": c.get("topic"), "namespace": c.get("namespace"), "key": c.get("key"),
+                     "before": None if c["before"] is None else json.dumps(c["before"], sort_keys=True),
+                     "after": None if c["after"] is None else json.dumps(c["after"], sort_keys=True),
+                     "partition": partition, "offset": offset})
+    return {"grp": group, "tbl": t.ROUTE_CHANGES.name, "payload": json.dumps(rows, separators=(",", ":")),
+            "raw": None, "rawKey": None, "partition": None, "offset": None, "kafkaTimestamp": None}
 
 
 def _table_row(owner: str | None, table: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -104,7 +124,7 @@ def make_step(cfg: StepConfig):
         elif new_state != previous or state.hasTimedOut:
             state.update((new_state,))
         if new_state is not None and deadline is not None:
-            state.setTimeoutDuration(max(1, deadline - now + 1))
+            state.setTimeoutDuration(max(1, deadline - now))
         if rows:
             yield pd.DataFrame(rows, columns=OUTPUT_COLUMNS).astype(
                 {"partition": "Int32", "offset": "Int64", "kafkaTimestamp": "Int64"})

@@ -63,6 +63,14 @@ KV_CONFIG = TableDef("kv_config", _schema(
 NAMESRV_CONFIG = TableDef("namesrv_config", _schema(
     ("scope", S, False), ("key", S, False), ("value", S, False)), "scope")
 
+# Append-only audit log: one row per semantic topology/KV/config change, written in the same cut.
+ROUTE_CHANGES = TableDef("route_changes", _schema(
+    ("snapshotId", I64, False), ("seq", I32, False), ("time", I64, False), ("kind", S, False),
+    ("clusterName", S, True), ("brokerName", S, True), ("brokerAddr", S, True), ("brokerId", I64, True),
+    ("topic", S, True), ("namespace", S, True), ("key", S, True),
+    ("before", S, True), ("after", S, True),  # JSON values
+    ("partition", I32, True), ("offset", I64, True)), None)
+
 DEAD_LETTER = TableDef("dead_letter", _schema(
     ("value", pa.binary(), True), ("key", S, True), ("reason", S, False), ("partition", I32, False),
     ("offset", I64, False), ("kafkaTimestamp", I64, True), ("batchId", I64, False),
@@ -73,13 +81,14 @@ SNAPSHOTS = TableDef("snapshots", _schema(
     ("topic_queue_version", I64, False), ("broker_addr_version", I64, False),
     ("cluster_addr_version", I64, False), ("broker_live_version", I64, False),
     ("filter_server_version", I64, False), ("kv_config_version", I64, False),
-    ("namesrv_config_version", I64, False),
+    ("namesrv_config_version", I64, False), ("route_changes_version", I64, False),
     ("sourceOffsets", S, False),  # JSON {"<partition>": next offset to read}
     ("eventCount", I64, False)), None)
 
 ROUTE_TABLES: tuple[TableDef, ...] = (TOPIC_QUEUE, BROKER_ADDR, CLUSTER_ADDR, BROKER_LIVE, FILTER_SERVER)
 STATE_TABLES: tuple[TableDef, ...] = ROUTE_TABLES + (KV_CONFIG, NAMESRV_CONFIG)
-ALL_TABLES: tuple[TableDef, ...] = STATE_TABLES + (DEAD_LETTER, SNAPSHOTS)
+CUT_TABLES: tuple[TableDef, ...] = STATE_TABLES + (ROUTE_CHANGES,)  # versions a snapshots row records
+ALL_TABLES: tuple[TableDef, ...] = CUT_TABLES + (DEAD_LETTER, SNAPSHOTS)
 BY_NAME = {t.name: t for t in ALL_TABLES}
 
 

@@ -6,7 +6,7 @@ from flask import Flask
 
 from conf import Config
 from conf.tokens import admin_token
-from serving import admin, cluster, errors, health, kv, openapi, routes, writes
+from serving import admin, cluster, errors, health, history, kv, openapi, routes, writes
 from serving.app_state import EXTENSION
 from serving.snapshot import SnapshotReader, SnapshotStore
 
@@ -16,13 +16,14 @@ def create_app(cfg: Config, *, start_refresher: bool = True) -> Flask:
     app.config["NAMESRV"] = cfg
     app.json.sort_keys = True
     app.config["MAX_CONTENT_LENGTH"] = 1024 * 1024
-    snapshots = SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000)
+    snapshots = SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000,
+                              retention_ms=cfg.history_retention_ms)
     snapshots.refresh()
     if start_refresher:
         snapshots.start()
     app.extensions[EXTENSION] = snapshots
     app.extensions[writes.TOKEN] = admin_token(cfg)
     errors.register(app)
-    for bp in (routes.bp, cluster.bp, kv.bp, admin.bp, health.bp, openapi.bp):
+    for bp in (routes.bp, cluster.bp, kv.bp, admin.bp, history.bp, health.bp, openapi.bp):
         app.register_blueprint(bp)
     return app

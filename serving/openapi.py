@@ -93,11 +93,32 @@ SCHEMAS: dict[str, Any] = {
         "snapshotId": {"type": ["integer", "null"]}, "snapshotCommitTime": {"type": ["integer", "null"]},
         "snapshotAgeMs": {"type": ["integer", "null"]}, "sourceOffsets": {"type": "object"},
         "lastCheckAgeMs": {"type": ["integer", "null"]}, "lastError": {"type": ["string", "null"]}}},
+    "SnapshotList": {"type": "object", "required": ["snapshots", "total"], "properties": {
+        "snapshots": {"type": "array", "items": {"type": "object", "properties": {
+            "snapshotId": {"type": "integer"}, "batchId": {"type": "integer"}, "commitTime": {"type": "integer"},
+            "eventCount": {"type": "integer"}, "sourceOffsets": {"type": "object"}, "versions": {"type": "object"}}}},
+        "total": {"type": "integer"}, "next": {"type": "string"}}},
+    "Change": {"type": "object", "properties": {
+        "snapshotId": {"type": "integer"}, "seq": {"type": "integer"}, "time": {"type": "integer"},
+        "kind": {"type": "string"}, "clusterName": {"type": ["string", "null"]},
+        "brokerName": {"type": ["string", "null"]}, "brokerAddr": {"type": ["string", "null"]},
+        "brokerId": {"type": ["integer", "null"]}, "topic": {"type": ["string", "null"]},
+        "namespace": {"type": ["string", "null"]}, "key": {"type": ["string", "null"]},
+        "before": {}, "after": {}, "partition": {"type": ["integer", "null"]}, "offset": {"type": ["integer", "null"]}}},
+    "ChangeList": {"type": "object", "required": ["changes", "total"], "properties": {
+        "changes": {"type": "array", "items": _ref("Change")}, "total": {"type": "integer"},
+        "next": {"type": "string"}}},
+    "Diff": {"type": "object", "required": ["from", "to", "topics", "brokers", "clusters", "kv", "config"],
+             "properties": {k: {"type": "object"} for k in ("from", "to", "topics", "brokers", "clusters", "kv",
+                                                            "config")}},
     "Success": {"type": "object", "required": ["code"], "properties": {
         "code": {"type": "string"}, "remark": {"type": "string"},
         "brokerNames": {"type": "array", "items": {"type": "string"}}}},
 }
 
+AS_OF = [_param("asOf", "query", "time travel: the cut committed at or before this instant (ISO-8601 or epoch ms)"),
+         _param("snapshot", "query", "time travel: the cut with this snapshot id", {"type": "integer"})]
+E404_SNAPSHOT = _json(ERR, "TOPIC_NOT_EXIST / QUERY_NOT_FOUND, or SNAPSHOT_NOT_FOUND for asOf/snapshot")
 TOPIC = _param("topic", description="topic name (RocketMQ TopicValidator rules)")
 CLUSTER = _param("cluster")
 NS = _param("namespace")
@@ -106,18 +127,18 @@ BROKER = _param("broker_name", description="brokerName")
 
 
 def _list(summary: str, gated: bool = True) -> dict[str, Any]:
-    responses: dict[str, Any] = {"200": _json(_ref("TopicList"), "topics")}
+    responses: dict[str, Any] = {"200": _json(_ref("TopicList"), "topics"), "400": E400, "404": E404_SNAPSHOT}
     if gated:
         responses["403"] = _json(ERR, "switched off by enableTopicList/enableAllTopicList (remark 'disable')")
-    return {"get": {"summary": summary, "responses": responses}}
+    return {"get": {"summary": summary, "parameters": list(AS_OF), "responses": responses}}
 
 
 PATHS: dict[str, Any] = {
     "/topics/{topic}/route": {
         "get": {"summary": "GET_ROUTEINFO_BY_TOPIC (105)",
-                "parameters": [TOPIC, _param("zone", "query", "client zone: the ZoneRouteRPCHook filter")],
+                "parameters": [TOPIC, _param("zone", "query", "client zone: the ZoneRouteRPCHook filter"), *AS_OF],
                 "responses": {"200": _json(_ref("TopicRouteData"), "the route"), "400": E400,
-                              "404": _json(ERR, "TOPIC_NOT_EXIST")}},
+                              "404": E404_SNAPSHOT}},
         "put": {"summary": "REGISTER_TOPIC_IN_NAMESRV (217), fanned out per broker group", "security": SECURED,
                 "parameters": [TOPIC, WAIT],
                 "requestBody": {"required": True, "content": {"application/json": {"schema": {
@@ -132,28 +153,31 @@ PATHS: dict[str, Any] = {
                                  "401": E401, "504": E504}}},
     "/topics": _list("GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206)"),
     "/clusters/{cluster}/topics": {"get": {**_list("GET_TOPICS_BY_CLUSTER (224)")["get"],
-                                           "parameters": [CLUSTER]}},
+                                           "parameters": [CLUSTER, *AS_OF]}},
     "/topics/system": _list("GET_SYSTEM_TOPIC_LIST_FROM_NS (304): cluster and broker names", gated=False),
     "/topics/unit": _list("GET_UNIT_TOPIC_LIST (311)"),
     "/topics/unit-sub": _list("GET_HAS_UNIT_SUB_TOPIC_LIST (312)"),
     "/topics/unit-sub-ununit": _list("GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST (313)"),
-    "/cluster": {"get": {"summary": "GET_BROKER_CLUSTER_INFO (106)",
-                         "responses": {"200": _json(_ref("ClusterInfo"), "cluster info")}}},
-    "/brokers/live": {"get": {"summary": "brokerLiveTable rows", "responses": {
-        "200": _json({"type": "array", "items": _ref("LiveBroker")}, "live brokers")}}},
+    "/cluster": {"get": {"summary": "GET_BROKER_CLUSTER_INFO (106)", "parameters": list(AS_OF),
+                         "responses": {"200": _json(_ref("ClusterInfo"), "cluster info"), "400": E400,
+                                       "404": E404_SNAPSHOT}}},
+    "/brokers/live": {"get": {"summary": "brokerLiveTable rows", "parameters": list(AS_OF), "responses": {
+        "200": _json({"type": "array", "items": _ref("LiveBroker")}, "live brokers"), "400": E400,
+        "404": E404_SNAPSHOT}}},
     "/brokers/{cluster}/{broker_addr}/data-version": {"get": {
         "summary": "QUERY_DATA_VERSION (322), without its heartbeat side effect",
         "parameters": [CLUSTER, _param("broker_addr", description="host:port"),
                        _param("counter", "query", schema={"type": "integer"}),
                        _param("timestamp", "query", schema={"type": "integer"}),
-                       _param("stateVersion", "query", schema={"type": "integer"})],
-        "responses": {"200": _json(_ref("DataVersionAnswer"), "changed?"), "400": E400}}},
+                       _param("stateVersion", "query", schema={"type": "integer"}), *AS_OF],
+        "responses": {"200": _json(_ref("DataVersionAnswer"), "changed?"), "400": E400, "404": E404_SNAPSHOT}}},
     "/brokers/{broker_name}/master": {"get": {
         "summary": "a slave's master lookup (REGISTER_BROKER result): set only while the master is live",
-        "parameters": [BROKER], "responses": {"200": _json(_ref("Master"), "master"), "400": E400}}},
+        "parameters": [BROKER, *AS_OF],
+        "responses": {"200": _json(_ref("Master"), "master"), "400": E400, "404": E404_SNAPSHOT}}},
     "/brokers/{cluster}/{broker_name}/members": {"get": {
-        "summary": "GET_BROKER_MEMBER_GROUP (901)", "parameters": [CLUSTER, BROKER],
-        "responses": {"200": _json(_ref("MemberGroup"), "member group"), "400": E400}}},
+        "summary": "GET_BROKER_MEMBER_GROUP (901)", "parameters": [CLUSTER, BROKER, *AS_OF],
+        "responses": {"200": _json(_ref("MemberGroup"), "member group"), "400": E400, "404": E404_SNAPSHOT}}},
     "/brokers/{broker_name}/wipe-write-perm": {"post": {
         "summary": "WIPE_WRITE_PERM_OF_BROKER (205)", "security": SECURED, "parameters": [BROKER, WAIT],
         "responses": {"200": _json({"type": "object", "required": ["wipeTopicCount"],
@@ -164,13 +188,12 @@ PATHS: dict[str, Any] = {
         "responses": {"200": _json({"type": "object", "required": ["addTopicCount"],
                                     "properties": {"addTopicCount": {"type": "integer"}}}, "count"),
                       "202": A202, "400": E400, "401": E401, "504": E504}}},
-    "/kv/{namespace}": {"get": {"summary": "GET_KVLIST_BY_NAMESPACE (219)", "parameters": [NS],
+    "/kv/{namespace}": {"get": {"summary": "GET_KVLIST_BY_NAMESPACE (219)", "parameters": [NS, *AS_OF],
                                 "responses": {"200": _json(_ref("KVTable"), "the namespace"), "400": E400,
-                                              "404": _json(ERR, "QUERY_NOT_FOUND")}}},
+                                              "404": E404_SNAPSHOT}}},
     "/kv/{namespace}/{key}": {
-        "get": {"summary": "GET_KV_CONFIG (101)", "parameters": [NS, KEY],
-                "responses": {"200": _json(_ref("Value"), "the value"), "400": E400,
-                              "404": _json(ERR, "QUERY_NOT_FOUND")}},
+        "get": {"summary": "GET_KV_CONFIG (101)", "parameters": [NS, KEY, *AS_OF],
+                "responses": {"200": _json(_ref("Value"), "the value"), "400": E400, "404": E404_SNAPSHOT}},
         "put": {"summary": "PUT_KV_CONFIG (100)", "security": SECURED, "parameters": [NS, KEY, WAIT],
                 "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("Value")}}},
                 "responses": {"200": _json(_ref("Value"), "materialized"), "202": A202, "400": E400,
@@ -186,6 +209,25 @@ PATHS: dict[str, Any] = {
                 "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("Switches")}}},
                 "responses": {"200": _json(_ref("Config"), "materialized"), "202": A202, "400": E400,
                               "401": E401, "504": E504}}},
+    "/history/snapshots": {"get": {
+        "summary": "committed snapshots, newest first", "parameters": [
+            _param("limit", "query", "1..1000 (default 100)", {"type": "integer"}),
+            _param("before", "query", "only snapshots with a smaller id (paging)", {"type": "integer"})],
+        "responses": {"200": _json(_ref("SnapshotList"), "snapshots"), "400": E400}}},
+    "/history/changes": {"get": {
+        "summary": "the route_changes audit log, oldest first", "parameters": [
+            _param("since", "query", "ISO-8601 or epoch ms"), _param("until", "query", "ISO-8601 or epoch ms"),
+            _param("topic", "query"), _param("brokerName", "query"), _param("cluster", "query"),
+            _param("kind", "query", "e.g. QUEUE_ADDED, BROKER_EXPIRED, MASTER_CHANGED"), _param("namespace", "query"),
+            _param("limit", "query", "1..1000 (default 100)", {"type": "integer"}),
+            _param("offset", "query", "paging", {"type": "integer"})],
+        "responses": {"200": _json(_ref("ChangeList"), "changes"), "400": E400}}},
+    "/history/diff": {"get": {
+        "summary": "the topology difference between the cuts at two instants", "parameters": [
+            _param("from", "query", "ISO-8601 or epoch ms", required=True),
+            _param("to", "query", "ISO-8601 or epoch ms", required=True)],
+        "responses": {"200": _json(_ref("Diff"), "the difference"), "400": E400,
+                      "404": _json(ERR, "SNAPSHOT_NOT_FOUND")}}},
     "/healthz": {"get": {"summary": "snapshot age and source offsets",
                          "responses": {"200": _json(_ref("Health"), "healthy or starting"),
                                        "503": _json(_ref("Health"), "degraded")}}},

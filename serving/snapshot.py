@@ -114,6 +114,34 @@ class SnapshotReader:
             dt.load_as_version(version)
         return dt
 
+    def row_at(self, *, as_of_ms: int | None = None, snapshot_id: int | None = None) -> dict[str, Any] | None:
+        """The snapshots row with `snapshot_id`, or the newest committed at or before `as_of_ms`."""
+        if not DeltaTable.is_deltatable(str(self.warehouse / t.SNAPSHOTS.name)):
+            return None
+        dataset = self._table(t.SNAPSHOTS).to_pyarrow_dataset()
+        flt = pc.field("snapshotId") == snapshot_id if snapshot_id is not None else pc.field("commitTime") <= as_of_ms
+        rows = dataset.to_table(filter=flt).to_pylist()
+        return max(rows, key=lambda r: r["snapshotId"]) if rows else None
+
+    def list_rows(self, *, limit: int, before: int | None = None) -> tuple[list[dict[str, Any]], int]:
+        """Newest first, at most `limit` rows with snapshotId < `before`; and the total count."""
+        if not DeltaTable.is_deltatable(str(self.warehouse / t.SNAPSHOTS.name)):
+            return [], 0
+        table = self._table(t.SNAPSHOTS).to_pyarrow_dataset().to_table()
+        total = table.num_rows
+        if before is not None:
+            table = table.filter(pc.field("snapshotId") < before)
+        ids = table.column("snapshotId").to_pylist()
+        order = sorted(range(len(ids)), key=lambda i: -ids[i])[:limit]
+        return table.take(order).to_pylist(), total
+
+    def changes(self, version: int, flt) -> list[dict[str, Any]]:
+        """route_changes rows as of table version `version` that match the pyarrow filter `flt`."""
+        dt = self._table(t.ROUTE_CHANGES, version)
+        rows = dt.to_pyarrow_dataset().to_table(filter=flt).to_pylist()
+        rows.sort(key=lambda r: (r["snapshotId"], r["seq"]))
+        return rows
+
     def newest_row(self, after: int | None = None) -> dict[str, Any] | None:
         """The newest `snapshots` row (None if there is none yet, or none newer than `after`)."""
         path = self.warehouse / t.SNAPSHOTS.name
@@ -136,9 +164,14 @@ class SnapshotReader:
 class SnapshotStore:
     """Holds the served snapshot; a daemon thread swaps in newer cuts as they are committed."""
 
-    def __init__(self, reader: SnapshotReader, refresh_interval_s: float) -> None:
+    def __init__(self, reader: SnapshotReader, refresh_interval_s: float, *,
+                 retention_ms: int = 7 * 24 * 3_600_000) -> None:
         self.reader = reader
         self.refresh_interval_s = refresh_interval_s
+        self.retention_ms = retention_ms
+        self._history_reader = SnapshotReader(reader.warehouse)
+        self._history_lock = threading.Lock()
+        self._history_cache: dict[int, Snapshot] = {}
         self.current: Snapshot = Snapshot.empty()
         self.last_check: float | None = None
         self.last_error: str | None = None
@@ -175,6 +208,37 @@ class SnapshotStore:
         self.last_error = None
         return True
 
+    def historic(self, *, as_of_ms: int | None = None, snapshot_id: int | None = None) -> Snapshot:
+        """The cut as of an instant or with an id (time travel); raises LookupError with a remark.
+
+        Served from a separate reader (its own table handles) and a small cache, so time-travel
+        requests never disturb the current snapshot or each other.
+        """
+        with self._history_lock:
+            row = self._history_reader.row_at(as_of_ms=as_of_ms, snapshot_id=snapshot_id)
+            if row is None:
+                raise LookupError(f"no snapshot {snapshot_id}" if snapshot_id is not None else
+                                  f"no snapshot was committed at or before {as_of_ms} (epoch ms)")
+            if row["commitTime"] < time.time() * 1000 - self.retention_ms and row["snapshotId"] != self.current.snapshot_id:
+                raise LookupError(f"snapshot {row['snapshotId']} is older than the history retention "
+                                  f"({self.retention_ms // 3_600_000} h)")
+            cached = self._history_cache.get(row["snapshotId"])
+            if cached is not None:
+                return cached
+            try:
+                snap = self._history_reader.load(row)
+            except Exception as exc:  # files vacuumed or log entries cleaned up
+                raise LookupError(f"snapshot {row['snapshotId']} can no longer be read ({type(exc).__name__}); "
+                                  f"it is beyond the retained history") from None
+            if len(self._history_cache) >= 16:
+                self._history_cache.pop(next(iter(self._history_cache)))
+            self._history_cache[row["snapshotId"]] = snap
+            return snap
+
+    def reader_for_history(self) -> "LockedReader":
+        """The history reader, for list/change queries (serialized: its handles are stateful)."""
+        return LockedReader(self._history_reader, self._history_lock)
+
     def wait_for(self, covered, timeout_s: float) -> Snapshot | None:
         """Block until `covered(snapshot)` holds for the served snapshot, or None after `timeout_s`.
 
@@ -206,3 +270,18 @@ class SnapshotStore:
             self.refresh()
             self._poke.wait(self.refresh_interval_s)
             self._poke.clear()
+
+
+class LockedReader:
+    """Calls a SnapshotReader's methods under a lock."""
+
+    def __init__(self, reader: SnapshotReader, lock: threading.Lock) -> None:
+        self._reader, self._lock = reader, lock
+
+    def __getattr__(self, name: str):
+        method = getattr(self._reader, name)
+
+        def call(*args, **kwargs):
+            with self._lock:
+                return method(*args, **kwargs)
+        return call

@@ -164,3 +164,24 @@ def member_group(snap: Snapshot, cluster: str, broker_name: str) -> dict[str, An
 def topics_hosted_by(snap: Snapshot, broker_name: str) -> int:
     """The wipe/add write-perm count: topics with a QueueData of this broker (§7.1)."""
     return sum(1 for qds in snap.topics.values() if any(q["brokerName"] == broker_name for q in qds))
+
+
+# ---------------------------------------------------------------- history
+
+def diff(before: Snapshot, after: Snapshot) -> dict[str, Any]:
+    """The topology difference between two cuts: topics (queue data), brokers (BrokerData),
+    cluster membership, KV and switches; each as added / removed / changed."""
+    def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        return {"added": {k: b[k] for k in sorted(b.keys() - a.keys())},
+                "removed": {k: a[k] for k in sorted(a.keys() - b.keys())},
+                "changed": {k: {"before": a[k], "after": b[k]} for k in sorted(a.keys() & b.keys()) if a[k] != b[k]}}
+
+    return {
+        "from": {"snapshotId": before.snapshot_id, "commitTime": before.commit_time},
+        "to": {"snapshotId": after.snapshot_id, "commitTime": after.commit_time},
+        "topics": compare(before.topics, after.topics),
+        "brokers": compare(before.brokers, after.brokers),
+        "clusters": compare(before.clusters, after.clusters),
+        "kv": compare(before.kv, after.kv),
+        "config": compare(before.switches, after.switches),
+    }

@@ -17,9 +17,10 @@ from serving.snapshot import build_snapshot
 class PureSystem:
     """Drives stateful.run_group one batch at a time and materializes its output like the sink."""
 
-    def __init__(self, timeout_ms: int = 120_000, delete_topic_with_broker_registration: bool = False) -> None:
+    def __init__(self, timeout_ms: int = 120_000, delete_topic_with_broker_registration: bool = False,
+                 live_flush_ms: int = 0) -> None:
         self.cfg = StepConfig(routing.RoutingConfig(
-            default_timeout_ms=timeout_ms,
+            default_timeout_ms=timeout_ms, live_flush_ms=live_flush_ms,
             delete_topic_with_broker_registration=delete_topic_with_broker_registration), 1 << 20, 10**12)
         self.states: dict[str, str] = {}
         self.tables: dict[str, dict[str, list[dict[str, Any]]]] = {x.name: {} for x in t.STATE_TABLES}

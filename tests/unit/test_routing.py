@@ -156,13 +156,40 @@ def test_zone_and_acting_flag_are_last_writer_wins():
 # ---------------------------------------------------------------- liveness and removal
 
 def test_heartbeat_refreshes_only_last_update():
-    s, _ = run((reg("b", 0, A0, timeout_ms=5000), 0))
+    exact = RoutingConfig(live_flush_ms=0)
+    s, _ = run((reg("b", 0, A0, timeout_ms=5000), 0), cfg=exact)
     before = rows(s, t.BROKER_LIVE)[0]
-    s, res = run((hb("b", 0, A0), 4000), state=s)
+    s, res = run((hb("b", 0, A0), 4000), state=s, cfg=exact)
     after = rows(s, t.BROKER_LIVE)[0]
     assert after["lastUpdateTimestamp"] == 4000
     assert {**after, "lastUpdateTimestamp": 0} == {**before, "lastUpdateTimestamp": 0}
-    assert res.dirty == {t.BROKER_LIVE.name}
+    assert res.dirty == {t.BROKER_LIVE.name} and not res.changes
+
+
+def test_heartbeats_reach_broker_live_once_per_flush_window():
+    cfg = RoutingConfig(live_flush_ms=60_000)
+    s, _ = run((reg("b", 0, A0, timeout_ms=100_000), 1000), cfg=cfg)
+    s, res = run((hb("b", 0, A0), 30_000), state=s, cfg=cfg)
+    assert not res.dirty and rows(s, t.BROKER_LIVE)[0]["lastUpdateTimestamp"] == 1000
+    assert routing.next_deadline(s, cfg) == 60_000  # called back at the window boundary
+    s, res = run((reg("b", 0, A0, timeout_ms=100_000), 40_000), state=s, cfg=cfg)  # unchanged re-registration
+    assert not res.dirty
+    s, res = routing.apply(s, [], 60_000, cfg)
+    assert res.dirty == {t.BROKER_LIVE.name} and rows(s, t.BROKER_LIVE)[0]["lastUpdateTimestamp"] == 40_000
+    s2, _ = routing.apply(s, [], 70_000, cfg)
+    assert routing.next_deadline(s2, cfg) == 140_001  # nothing stale: only the expiry
+    # ...but expiry always uses the exact time
+    s3, res = routing.apply(s, [], 140_001, cfg)
+    assert s3 is None and res.expired == [(CLUSTER, A0)]
+
+
+def test_a_changed_registration_materializes_at_once():
+    cfg = RoutingConfig(live_flush_ms=60_000)
+    s, _ = run((reg("b", 0, A0, counter=1), 1000), cfg=cfg)
+    s, res = run((reg("b", 0, A0, counter=2), 2000), state=s, cfg=cfg)
+    live = rows(s, t.BROKER_LIVE)[0]
+    assert t.BROKER_LIVE.name in res.dirty and live["lastUpdateTimestamp"] == 2000
+    assert '"counter":2' in live["dataVersion"]
 
 
 def test_heartbeat_of_unknown_broker_is_a_no_op():
@@ -192,13 +219,14 @@ def test_expiry_is_checked_before_each_event():
 
 
 def test_batch_boundaries_do_not_change_the_outcome():
+    exact = RoutingConfig(live_flush_ms=0)
     steps = [(reg("b", 0, A0, timeout_ms=1000), 0), (reg("b", 1, A1, timeout_ms=9000), 10),
              (hb("b", 1, A1), 3000), (reg("b", 0, A0, timeout_ms=1000), 4000)]
-    whole, _ = run(*steps, now=4500)
+    whole, _ = run(*steps, now=4500, cfg=exact)
     s = None
     for step in steps:
-        s, _ = run(step, state=s)
-    s, _ = routing.apply(s, [], 4500, CFG)
+        s, _ = run(step, state=s, cfg=exact)
+    s, _ = routing.apply(s, [], 4500, exact)
     assert whole.to_json() == s.to_json()
 
 
@@ -238,10 +266,10 @@ def test_unregister_of_unknown_broker_changes_nothing():
     assert s is None and not res.dirty
 
 
-def test_next_deadline_is_the_earliest_expiry():
+def test_next_deadline_is_just_after_the_earliest_expiry():
     s, _ = run((reg("a", 0, A0, timeout_ms=5000), 100), (reg("a", 1, A1, timeout_ms=2000), 200))
-    assert routing.next_deadline(s) == 2200
-    assert routing.next_deadline(None) is None
+    assert routing.next_deadline(s, CFG) == 2201
+    assert routing.next_deadline(None, CFG) is None
 
 
 # ---------------------------------------------------------------- admin commands
@@ -299,10 +327,12 @@ def test_any_split_into_batches_gives_the_same_state(ops, cut):
         times.append(now)
     steps = [(make[name](), ts) for (name, _), ts in zip(ops, times)]
     end = now + 500
-    whole, _ = run(*steps, now=end) if steps else routing.apply(None, [], end, CFG)
+    exact = RoutingConfig(live_flush_ms=0)  # broker_live's flush windows are batch-dependent by design
+    whole, _ = run(*steps, now=end, cfg=exact) if steps else routing.apply(None, [], end, exact)
     cut = min(cut, len(steps))
-    first, _ = run(*steps[:cut], now=times[cut - 1] if cut else 0) if cut else (None, None)
-    second, _ = run(*steps[cut:], state=first, now=end) if steps[cut:] else routing.apply(first, [], end, CFG)
+    first, _ = run(*steps[:cut], now=times[cut - 1], cfg=exact) if cut else (None, None)
+    second, _ = (run(*steps[cut:], state=first, now=end, cfg=exact) if steps[cut:]
+                 else routing.apply(first, [], end, exact))
     assert (whole.to_json() if whole else None) == (second.to_json() if second else None)
 
 

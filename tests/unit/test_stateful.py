@@ -30,7 +30,7 @@ def test_records_are_applied_in_offset_order():
     state, deadline, rows = run_group("broker-a", recs, None, T0, CFG)
     queue_rows = json.loads(by_table(rows)[t.TOPIC_QUEUE.name]["payload"])
     assert {r["topic"]: r["readQueueNums"] for r in queue_rows}["T"] == 2
-    assert deadline == T0 + 10_000
+    assert deadline == T0 + 10_001
 
 
 def test_bad_records_become_dead_letters_and_valid_ones_still_apply():
@@ -47,7 +47,9 @@ def test_rejections_are_reported_and_leave_no_state():
     state, deadline, rows = run_group("broker-a", [record(reg("broker-a", 0, "10.0.0.1:1", tps=topics("One")), 0)],
                                       None, T0, CFG)
     assert state is None and deadline is None
-    assert [r["tbl"] for r in rows] == [REJECTED]
+    assert [r["tbl"] for r in rows] == [REJECTED, t.ROUTE_CHANGES.name]
+    change = json.loads(rows[1]["payload"])[0]
+    assert change["kind"] == "REGISTRATION_REJECTED" and (change["partition"], change["offset"]) == (0, 0)
 
 
 def test_timeout_call_without_records_expires():
@@ -59,7 +61,7 @@ def test_timeout_call_without_records_expires():
 
 def test_quiet_call_emits_nothing():
     state, _, _ = run_group("broker-a", [record(reg("broker-a", 0, "10.0.0.1:1"), 0)], None, T0, CFG)
-    assert run_group("broker-a", [], state, T0 + 5, CFG) == (state, T0 + 10_000, [])
+    assert run_group("broker-a", [], state, T0 + 5, CFG) == (state, T0 + 10_001, [])
 
 
 def test_kv_group():
@@ -83,3 +85,18 @@ def test_config_group_keeps_allow_listed_switches():
 def test_null_key_group_only_dead_letters():
     state, _, rows = run_group(None, [record(reg("broker-a", 0, "10.0.0.1:1"), 0, key=None)], None, T0, CFG)
     assert state is None and [r["tbl"] for r in rows] == [DEAD_LETTER]
+
+
+def test_changes_carry_their_event_coordinates_and_heartbeats_add_none():
+    recs = [record(reg("broker-a", 0, "10.0.0.1:1", tps=topics("Base", "T")), 7),
+            record(ev.heartbeat_event(cluster="DefaultCluster", broker_name="broker-a", broker_id=0,
+                                      addr="10.0.0.1:1"), 8)]
+    state, _, rows = run_group("broker-a", recs, None, T0, CFG)
+    changes = json.loads(by_table(rows)[t.ROUTE_CHANGES.name]["payload"])
+    assert [(c["kind"], c["topic"], c["offset"]) for c in changes] == [
+        ("CLUSTER_JOINED", None, 7), ("BROKER_REGISTERED", None, 7), ("QUEUE_ADDED", "Base", 7),
+        ("QUEUE_ADDED", "T", 7)]
+    _, _, rows = run_group("broker-a", [record(ev.heartbeat_event(
+        cluster="DefaultCluster", broker_name="broker-a", broker_id=0, addr="10.0.0.1:1"), 9, ts=T0 + 5)],
+        state, T0 + 5, CFG)
+    assert t.ROUTE_CHANGES.name not in by_table(rows)
