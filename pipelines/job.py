@@ -77,7 +77,8 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME):
     from pyspark.sql.functions import col
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    sink = DeltaSink(cfg.warehouse, cfg.checkpoint_dir)
+    sink = DeltaSink(cfg.warehouse, cfg.checkpoint_dir, retention_ms=cfg.history_retention_ms,
+                     maintenance_interval_ms=cfg.maintenance_interval_ms)
     sink.ensure_tables()
     step = make_step(StepConfig(
         routing=RoutingConfig(default_timeout_ms=cfg.broker_timeout_ms, live_flush_ms=cfg.live_flush_ms,

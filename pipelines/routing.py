@@ -140,7 +140,7 @@ def apply(state: GroupState | None, events: Iterable[dict[str, Any]], now_ms: in
         res.event_index, res.time = None, e["time"]
         _expire(st, e["time"], res)
         res.event_index = i
-        master_before = _master(st)
+        master_before, existed = _master(st), st.broker is not None
         handler = _HANDLERS[e["type"]]
         try:
             handler(st, e, cfg, res)
@@ -149,7 +149,9 @@ def apply(state: GroupState | None, events: Iterable[dict[str, Any]], now_ms: in
             res.change("REGISTRATION_REJECTED", cluster=e.get("clusterName"), addr=e.get("brokerAddr"),
                        broker_id=e.get("brokerId"), after=str(exc))
         master_after = _master(st)
-        if master_before is not None and master_after is not None and master_before != master_after:
+        # A group that already existed got a (different) master: a switch, or a new master
+        # after the old one left (its BROKER_UNREGISTERED/EXPIRED row names the old address).
+        if existed and master_after is not None and master_before != master_after:
             res.change("MASTER_CHANGED", cluster=st.broker.cluster, addr=master_after, broker_id=ev.MASTER_ID,
                        before=master_before, after=master_after)
     if st is not None:
@@ -308,7 +310,7 @@ def _register(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result
         if cfg.delete_topic_with_broker_registration:
             for topic in [x for x in st.topics if x not in incoming]:
                 _drop_queue(st, topic, res, "QUEUE_REMOVED")
-        for topic, tc in incoming.items():
+        for topic, tc in sorted(incoming.items()):
             if register_first or dv_changed or topic not in st.topics:
                 perm = tc["perm"]
                 if is_prime_slave and b.enable_acting_master:

@@ -20,8 +20,10 @@ from typing import Any, Iterable
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
+from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
 from pipelines.stateful import DEAD_LETTER, REJECTED
 from schemas import tables as t
+from schemas.progress import write_progress
 
 APP_ID = "namesrv-sink"
 log = logging.getLogger(__name__)
@@ -39,6 +41,7 @@ class BatchPlan:
     @property
     def changes_state(self) -> bool:
         return bool(self.replace)
+
 
 
 def plan_batch(rows: Iterable[dict[str, Any]], batch_id: int, now_ms: int) -> BatchPlan:
@@ -70,28 +73,61 @@ def _sql_list(values: Iterable[str]) -> str:
 
 
 class DeltaSink:
-    def __init__(self, warehouse: Path, checkpoint_dir: Path) -> None:
+    """The job's only writer. Keeps one DeltaTable handle per table (delta-rs updates a handle
+    on write), so a batch opens nothing it already has."""
+
+    def __init__(self, warehouse: Path, checkpoint_dir: Path, *, retention_ms: int = 7 * 24 * 3_600_000,
+                 maintenance_interval_ms: int | None = None) -> None:
         self.warehouse = Path(warehouse)
         self.checkpoint_dir = Path(checkpoint_dir)
+        self.retention_ms = retention_ms
+        self.schedule = None if maintenance_interval_ms is None else MaintenanceSchedule(maintenance_interval_ms)
+        self._handles: dict[str, DeltaTable] = {}
+        self._latest_snapshot: int | None = None
+        self._force_snapshot = False  # after maintenance: re-point the newest cut at compacted versions
 
     def path(self, table: t.TableDef) -> str:
         return str(self.warehouse / table.name)
 
     def ensure_tables(self) -> None:
-        """Create every table that is missing (version 0, empty)."""
+        """Create every table that is missing (version 0, empty) and open the handles."""
         self.warehouse.mkdir(parents=True, exist_ok=True)
         for table in t.ALL_TABLES:
             if not DeltaTable.is_deltatable(self.path(table)):
-                DeltaTable.create(self.path(table), schema=table.schema, mode="ignore", name=table.name)
+                DeltaTable.create(self.path(table), schema=table.schema, mode="ignore", name=table.name,
+                                  configuration=retention_properties(self.retention_ms))
+        self._handles = {table.name: DeltaTable(self.path(table)) for table in t.ALL_TABLES}
+        ids = self._handles[t.SNAPSHOTS.name].to_pyarrow_dataset().to_table(columns=["snapshotId"]).column(0)
+        self._latest_snapshot = max(ids.to_pylist()) if len(ids) else None
 
     # -- the foreachBatch callback
     def __call__(self, df, batch_id: int) -> None:
         rows = df.toArrow().to_pylist()
-        self.commit(batch_id, rows)
-
-    def commit(self, batch_id: int, rows: list[dict[str, Any]]) -> None:
-        started = time.time()
         offsets, consumed = self._offsets(batch_id)
+        self.commit(batch_id, rows, offsets, consumed)
+        if self.schedule is not None and self.schedule.due():
+            self.maintain()
+
+    def maintain(self) -> None:
+        report = maintain(str(self.warehouse), self.retention_ms)
+        if self.schedule is not None:
+            self.schedule.done()
+        for handle in self._handles.values():
+            handle.update_incremental()
+        self._force_snapshot = True
+        log.info("maintenance in %.1f s: %s", report.seconds, report.per_table)
+
+    def commit(self, batch_id: int, rows: list[dict[str, Any]], offsets: dict[str, int], consumed: int) -> None:
+        """Write one batch's cut; `offsets` are the source offsets it read up to, `consumed` how many.
+
+        A `snapshots` row is written only when a cut table changed (or, once after maintenance,
+        to point readers at the compacted, checkpointed versions); every batch then records its
+        progress (offsets, newest snapshot) in `_progress.json`, which is how a reader knows that
+        its served snapshot already includes events that changed nothing (a quiet heartbeat).
+        """
+        if not self._handles:
+            self.ensure_tables()
+        started = time.time()
         plan = plan_batch(rows, batch_id, int(started * 1000))
         for reason in plan.rejected:
             log.warning("registration rejected in batch %d: %s", batch_id, reason)
@@ -109,23 +145,27 @@ class DeltaSink:
         if plan.changes:
             self._write(t.ROUTE_CHANGES, t.ROUTE_CHANGES.from_rows(plan.changes), batch_id, predicate=None,
                         mode="append")
-        if not (plan.changes_state or plan.dead_letters or consumed):
-            return
-        snapshot = {"snapshotId": batch_id, "batchId": batch_id, "commitTime": int(time.time() * 1000),
-                    "sourceOffsets": json.dumps(offsets, sort_keys=True), "eventCount": consumed}
-        for table in t.CUT_TABLES:
-            snapshot[t.version_column(table)] = DeltaTable(self.path(table)).version()
-        self._write(t.SNAPSHOTS, t.SNAPSHOTS.from_rows([snapshot]), batch_id, predicate=None, mode="append")
-        log.info("batch %d: %d record(s), tables %s, %.0f ms", batch_id, consumed,
-                 ",".join(sorted(plan.replace)) or "-", (time.time() - started) * 1000)
+        if plan.changes_state or plan.changes or self._force_snapshot:
+            snapshot = {"snapshotId": batch_id, "batchId": batch_id, "commitTime": int(time.time() * 1000),
+                        "sourceOffsets": json.dumps(offsets, sort_keys=True), "eventCount": consumed}
+            for table in t.CUT_TABLES:
+                snapshot[t.version_column(table)] = self._handles[table.name].version()
+            self._write(t.SNAPSHOTS, t.SNAPSHOTS.from_rows([snapshot]), batch_id, predicate=None, mode="append")
+            self._latest_snapshot = batch_id
+            self._force_snapshot = False
+            log.info("batch %d: %d record(s), tables %s, %d change(s), %.0f ms", batch_id, consumed,
+                     ",".join(sorted(plan.replace)) or "-", len(plan.changes), (time.time() - started) * 1000)
+        write_progress(self.warehouse, {"batchId": batch_id, "snapshotId": self._latest_snapshot,
+                                        "sourceOffsets": offsets, "time": int(time.time() * 1000),
+                                        "eventCount": consumed})
 
     def _write(self, table: t.TableDef, data: pa.Table, batch_id: int, *, predicate: str | None, mode: str) -> None:
-        path = self.path(table)
-        done = DeltaTable(path).transaction_version(APP_ID)
+        dt = self._handles[table.name]
+        done = dt.transaction_version(APP_ID)
         if done is not None and done >= batch_id:
             log.info("batch %d already committed to %s; skipped", batch_id, table.name)
             return
-        write_deltalake(path, data, mode=mode, predicate=predicate,
+        write_deltalake(dt, data, mode=mode, predicate=predicate,
                         commit_properties=CommitProperties(app_transactions=[Transaction(APP_ID, batch_id)]))
 
     def _offsets(self, batch_id: int) -> tuple[dict[str, int], int]:

@@ -27,7 +27,8 @@ def healthz():
         "snapshotId": snap.snapshot_id,
         "snapshotCommitTime": snap.commit_time,
         "snapshotAgeMs": age_ms,
-        "sourceOffsets": snap.source_offsets,
+        "sourceOffsets": s.served_offsets(),
+        "jobProgress": s.progress,
         "lastCheckAgeMs": None if s.last_check is None else int((now - s.last_check) * 1000),
         "lastError": s.last_error,
     }

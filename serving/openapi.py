@@ -92,7 +92,8 @@ SCHEMAS: dict[str, Any] = {
         "status": {"type": "string", "enum": ["ok", "starting", "degraded"]},
         "snapshotId": {"type": ["integer", "null"]}, "snapshotCommitTime": {"type": ["integer", "null"]},
         "snapshotAgeMs": {"type": ["integer", "null"]}, "sourceOffsets": {"type": "object"},
-        "lastCheckAgeMs": {"type": ["integer", "null"]}, "lastError": {"type": ["string", "null"]}}},
+        "lastCheckAgeMs": {"type": ["integer", "null"]}, "lastError": {"type": ["string", "null"]},
+        "jobProgress": {"type": ["object", "null"]}}},
     "SnapshotList": {"type": "object", "required": ["snapshots", "total"], "properties": {
         "snapshots": {"type": "array", "items": {"type": "object", "properties": {
             "snapshotId": {"type": "integer"}, "batchId": {"type": "integer"}, "commitTime": {"type": "integer"},

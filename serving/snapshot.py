@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from schemas import events as ev
+from schemas.progress import read_progress
 from schemas import tables as t
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ def build_snapshot(row: dict[str, Any] | None, tables: dict[str, list[dict[str, 
     return Snapshot(
         snapshot_id=None if row is None else row["snapshotId"],
         commit_time=None if row is None else row["commitTime"],
-        versions={} if row is None else {x.name: row[t.version_column(x)] for x in t.STATE_TABLES},
+        versions={} if row is None else {x.name: row[t.version_column(x)] for x in t.CUT_TABLES},
         source_offsets={} if row is None else json.loads(row["sourceOffsets"]),
         topics=topics, brokers=brokers, clusters=dict(sorted(clusters.items())), live=live,
         filters=filters, kv=kv, switches=switches, live_by_addr=live_by_addr)
@@ -173,6 +174,7 @@ class SnapshotStore:
         self._history_lock = threading.Lock()
         self._history_cache: dict[int, Snapshot] = {}
         self.current: Snapshot = Snapshot.empty()
+        self.progress: dict[str, Any] | None = None
         self.last_check: float | None = None
         self.last_error: str | None = None
         self.loaded_at: float | None = None
@@ -191,8 +193,21 @@ class SnapshotStore:
                 self._swapped.notify_all()
         return swapped
 
+    def served_offsets(self) -> dict[str, int]:
+        """Source offsets whose events the served snapshot reflects.
+
+        The job writes a snapshot only when something changed and records every batch's
+        progress; if the served snapshot is the newest one that progress knows of, everything up
+        to the progress offsets is included (the batches after it changed nothing).
+        """
+        snap, progress = self.current, self.progress
+        if progress is not None and progress.get("snapshotId") == snap.snapshot_id:
+            return {str(k): int(v) for k, v in progress["sourceOffsets"].items()}
+        return snap.source_offsets
+
     def _refresh(self) -> bool:
         try:
+            self.progress = read_progress(self.reader.warehouse)
             row = self.reader.newest_row(after=self.current.snapshot_id)
             self.last_check = time.time()
             if row is None:

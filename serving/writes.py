@@ -62,8 +62,8 @@ def _publisher():
     return pub
 
 
-def covers(snap: Snapshot, coords: list[tuple[int, int]]) -> bool:
-    return all(int(snap.source_offsets.get(str(p), -1)) > o for p, o in coords)
+def covers(offsets: dict[str, int], coords: list[tuple[int, int]]) -> bool:
+    return all(int(offsets.get(str(p), -1)) > o for p, o in coords)
 
 
 def publish(events: list[dict[str, Any]]) -> tuple[Snapshot | None, list[tuple[int, int]]]:
@@ -78,7 +78,8 @@ def publish(events: list[dict[str, Any]]) -> tuple[Snapshot | None, list[tuple[i
     if request.args.get("wait", "true").lower() == "false":
         return None, coords
     cfg: Config = current_app.config["NAMESRV"]
-    snap = store().wait_for(lambda s: covers(s, coords), cfg.write_timeout_ms / 1000)
+    snaps = store()
+    snap = snaps.wait_for(lambda s: covers(snaps.served_offsets(), coords), cfg.write_timeout_ms / 1000)
     if snap is None:
         raise ApiError(504, "SYSTEM_BUSY", f"published, but not materialized within {cfg.write_timeout_ms} ms",
                        offsets=offsets_json(coords))

@@ -71,8 +71,8 @@ def test_replaying_a_committed_batch_changes_nothing(spark, kafka_bootstrap, tmp
     _, _, rows = run_group("broker-r", [{"partition": 0, "offset": 0, "timestamp": int(time.time() * 1000),
                                          "key": key.decode(), "value": value}], None, int(time.time() * 1000),
                            StepConfig(RoutingConfig(), 1 << 20, 60_000))
-    sink.commit(0, rows)
+    sink.commit(0, rows, {"0": 1}, 1)
     versions = {x.name: DeltaTable(sink.path(x)).version() for x in t.ALL_TABLES}
-    sink.commit(0, rows)
+    sink.commit(0, rows, {"0": 1}, 1)
     assert {x.name: DeltaTable(sink.path(x)).version() for x in t.ALL_TABLES} == versions
     assert len(DeltaTable(sink.path(t.TOPIC_QUEUE)).to_pyarrow_table()) == 2

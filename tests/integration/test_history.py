@@ -1,0 +1,206 @@
+"""Issue 4: time travel, the change log, quiet-fleet materialization and table maintenance."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+
+import pytest
+from deltalake import DeltaTable
+
+from pipelines import routing
+from pipelines.sink import DeltaSink
+from pipelines.stateful import StepConfig, run_group
+from schemas import events as ev
+from schemas import tables as t
+from serving.snapshot import SnapshotReader, SnapshotStore
+from tests.harness import Pipeline
+from tests.helpers import reg, topics
+
+pytestmark = pytest.mark.integration
+
+
+def open_newest(warehouse) -> float:
+    """Seconds a fresh reader needs to find and load the newest cut (median of 5)."""
+    times = []
+    for _ in range(5):
+        started = time.perf_counter()
+        reader = SnapshotReader(warehouse)
+        reader.load(reader.newest_row())
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def test_quiet_fleet_stays_cheap_to_open_after_5000_batches_and_maintenance(tmp_path, figures):
+    """A fleet that only heartbeats: broker_live is flushed once per window, the snapshot stays
+    cheap to open, and every asOf inside the retention window answers after maintenance."""
+    brokers, flush_ms, batch_ms = 50, 60_000, 1000
+    cfg = StepConfig(routing.RoutingConfig(default_timeout_ms=120_000, live_flush_ms=flush_ms), 1 << 20, 10**12)
+    sink = DeltaSink(tmp_path / "delta", tmp_path / "checkpoint")
+    sink.ensure_tables()
+    states: dict[str, str] = {}
+    t0 = int(time.time() * 1000) - 5000 * batch_ms  # history ends about now, inside the retention window
+    offset = 0
+
+    def batch(b: int, kind: str) -> None:
+        nonlocal offset
+        now = t0 + b * batch_ms
+        out = []
+        for g in range(brokers):
+            name = f"quiet-{g}"
+            e = (reg(name, 0, f"127.0.0.1:{20000 + g}", tps=topics("Q1", "Q2")) if kind == "register" else
+                 ev.heartbeat_event(cluster="DefaultCluster", broker_name=name, broker_id=0,
+                                    addr=f"127.0.0.1:{20000 + g}"))
+            key, value = ev.encode(e)
+            rec = {"partition": 0, "offset": offset, "timestamp": now, "key": key.decode(), "value": value}
+            offset += 1
+            state, _, rows = run_group(name, [rec], states.get(name), now, cfg)
+            states[name] = state
+            out.extend(rows)
+        sink.commit(b, out, {"0": offset}, brokers)
+
+    batch(0, "register")
+    for b in range(1, 50):
+        batch(b, "heartbeat")
+    raw_50 = open_newest(sink.warehouse)
+    sink.maintain()  # maintenance adds checkpoints, so compare like with like
+    batch(50, "heartbeat")
+    at_50 = open_newest(sink.warehouse)
+    versions_50 = DeltaTable(sink.path(t.BROKER_LIVE)).version()
+    started = time.time()
+    for b in range(51, 5000):
+        batch(b, "heartbeat")
+    loop_s = time.time() - started
+    live_versions = DeltaTable(sink.path(t.BROKER_LIVE)).version() - versions_50
+    before_maintenance = open_newest(sink.warehouse)
+    sink.maintain()
+    batch(5000, "heartbeat")  # the next batch re-points the newest cut at the compacted versions
+    at_5000 = open_newest(sink.warehouse)
+    figures(f"quiet fleet ({brokers} brokers, 1 s batches): broker_live versions over 4,950 batches = "
+            f"{live_versions} (one per {flush_ms // 1000} s window; {3600 * live_versions // 4950} per hour vs "
+            f"3600 per hour when every heartbeat is materialized)")
+    figures(f"snapshot open time: {raw_50 * 1000:.1f} ms after 50 batches ({at_50 * 1000:.1f} ms after maintenance), "
+            f"{before_maintenance * 1000:.1f} ms after 5,000 batches, {at_5000 * 1000:.1f} ms after maintenance "
+            f"({loop_s:.1f} s to run the batches)")
+    assert live_versions <= 4950 * batch_ms // flush_ms + 2
+    assert at_5000 <= 1.5 * at_50 + 0.005
+
+    store = SnapshotStore(SnapshotReader(sink.warehouse), 1.0)
+    rows = DeltaTable(sink.path(t.SNAPSHOTS)).to_pyarrow_table().to_pylist()
+    assert len(rows) > 50
+    for row in rows:
+        snap = store.historic(as_of_ms=row["commitTime"])
+        assert len(snap.brokers) == brokers and snap.snapshot_id >= row["snapshotId"]
+
+
+@pytest.fixture(scope="module")
+def pipe(spark, kafka_bootstrap, tmp_path_factory):
+    p = Pipeline(spark, kafka_bootstrap, tmp_path_factory.mktemp("history"),
+                 NAMESRV_LIVE_FLUSH_MS="1000").start_job().start_http()
+    yield p
+    p.close()
+
+
+def test_topology_story_time_travel_and_change_log(pipe):
+    """Brokers join, a master switch, write perm wiped and re-added, a broker expires, a topic is
+    deleted, a KV change; asOf each step answers exactly what was served at that step."""
+    c, a0, a1, b0 = "StoryCluster", "127.0.0.1:25911", "127.0.0.1:25912", "127.0.0.1:25921"
+    steps: list[tuple[str, int, dict]] = []
+
+    def mark(label: str) -> None:
+        time.sleep(0.05)
+        moment = int(time.time() * 1000)
+        time.sleep(0.05)
+        steps.append((label, moment, {
+            "route": pipe.get("/topics/StoryTopic/route"), "cluster": pipe.get("/cluster")[1],
+            "kv": pipe.get("/kv/storyns")}))
+
+    tps = topics("StoryTopic", "StoryBase")
+    pipe.wait_served(pipe.publish([reg("story-a", 0, a0, tps=tps, cluster=c),
+                                   reg("story-a", 1, a1, tps=tps, cluster=c)]))
+    mark("joined")
+    pipe.wait_served(pipe.publish([ev.unregister_broker_event(cluster=c, broker_name="story-a", broker_id=0, addr=a0),
+                                   reg("story-a", 0, a1, tps=tps, cluster=c, counter=2)]))
+    mark("master switched")
+    assert pipe.write("POST", "/brokers/story-a/wipe-write-perm")[0] == 200
+    mark("wiped")
+    assert pipe.write("POST", "/brokers/story-a/add-write-perm")[0] == 200
+    mark("re-added")
+    pipe.wait_served(pipe.publish([reg("story-b", 0, b0, tps=tps, cluster=c, timeout_ms=3000)]))
+    mark("b joined")
+    pipe.wait_for(lambda: "story-b" not in pipe.get("/cluster")[1]["brokerAddrTable"], 30, "story-b to expire")
+    mark("expired")
+    assert pipe.write("DELETE", "/topics/StoryBase")[0] == 200
+    mark("topic deleted")
+    assert pipe.write("PUT", "/kv/storyns/k", {"value": "v1"})[0] == 200
+    mark("kv put")
+
+    for label, moment, seen in steps:
+        assert pipe.get(f"/topics/StoryTopic/route?asOf={moment}") == seen["route"], label
+        cluster = pipe.get(f"/cluster?asOf={moment}")[1]
+        assert {k: v for k, v in cluster["brokerAddrTable"].items() if k.startswith("story")} == \
+            {k: v for k, v in seen["cluster"]["brokerAddrTable"].items() if k.startswith("story")}, label
+        assert pipe.get(f"/kv/storyns?asOf={moment}") == seen["kv"], label
+    iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(steps[0][1] / 1000)) + f".{steps[0][1] % 1000:03d}Z"
+    assert pipe.get(f"/topics/StoryTopic/route?asOf={iso}") == steps[0][2]["route"]
+    assert pipe.get("/topics/StoryTopic/route?asOf=1000")[1]["code"] == "SNAPSHOT_NOT_FOUND"
+    assert pipe.get("/topics/StoryTopic/route?asOf=yesterday")[0] == 400
+
+    story = [r for r in _changes(pipe) if (r["brokerName"] or "").startswith("story") or r["namespace"] == "storyns"]
+    kinds = [(r["kind"], r["brokerName"], r["brokerAddr"], r["topic"]) for r in story]
+    expected = [
+        ("CLUSTER_JOINED", "story-a", None, None), ("BROKER_REGISTERED", "story-a", a0, None),
+        ("QUEUE_ADDED", "story-a", None, "StoryBase"), ("QUEUE_ADDED", "story-a", None, "StoryTopic"),
+        ("BROKER_REGISTERED", "story-a", a1, None),
+        ("BROKER_UNREGISTERED", "story-a", a0, None), ("ADDRESS_ID_CHANGED", "story-a", a1, None),
+        ("MASTER_CHANGED", "story-a", a1, None),
+        ("WRITE_PERM_WIPED", "story-a", None, "StoryBase"), ("WRITE_PERM_WIPED", "story-a", None, "StoryTopic"),
+        ("WRITE_PERM_ADDED", "story-a", None, "StoryBase"), ("WRITE_PERM_ADDED", "story-a", None, "StoryTopic"),
+        ("CLUSTER_JOINED", "story-b", None, None), ("BROKER_REGISTERED", "story-b", b0, None),
+        ("QUEUE_ADDED", "story-b", None, "StoryBase"), ("QUEUE_ADDED", "story-b", None, "StoryTopic"),
+        ("BROKER_EXPIRED", "story-b", b0, None), ("CLUSTER_LEFT", "story-b", None, None),
+        ("QUEUE_REMOVED", "story-b", None, "StoryBase"), ("QUEUE_REMOVED", "story-b", None, "StoryTopic"),
+        ("TOPIC_DELETED", "story-a", None, "StoryBase"),
+        ("KV_PUT", None, None, None)]
+    assert kinds == expected
+    by_kind = {r["kind"]: r for r in story}
+    assert by_kind["MASTER_CHANGED"]["after"] == a1 and by_kind["MASTER_CHANGED"]["before"] is None
+    assert by_kind["ADDRESS_ID_CHANGED"]["before"] == 1
+    wiped = [r for r in story if r["kind"] == "WRITE_PERM_WIPED"][0]
+    assert wiped["before"]["perm"] == 6 and wiped["after"]["perm"] == 4
+    assert by_kind["KV_PUT"]["after"] == "v1" and by_kind["KV_PUT"]["key"] == "k"
+    assert by_kind["BROKER_UNREGISTERED"]["offset"] is not None and by_kind["BROKER_EXPIRED"]["offset"] is None
+
+    b_joined = next(moment for label, moment, _ in steps if label == "b joined")
+    diff = pipe.get(f"/history/diff?from={b_joined}&to={steps[-1][1]}")[1]
+    assert "story-b" in diff["brokers"]["removed"] and "StoryBase" in diff["topics"]["removed"]
+    assert diff["kv"]["added"] == {"storyns": {"k": "v1"}}
+    whole = pipe.get(f"/history/diff?from={steps[0][1]}&to={steps[-1][1]}")[1]
+    assert whole["brokers"]["changed"]["story-a"]["before"]["brokerAddrs"] == {"0": a0, "1": a1}
+    assert whole["brokers"]["changed"]["story-a"]["after"]["brokerAddrs"] == {"0": a1}
+    page = pipe.get("/history/snapshots?limit=2")[1]
+    assert len(page["snapshots"]) == 2 and page["total"] >= 2 and "next" in page
+
+
+def _changes(pipe) -> list[dict]:
+    out, offset = [], 0
+    while True:
+        status, body = pipe.get(f"/history/changes?limit=1000&offset={offset}")
+        assert status == 200
+        out.extend(body["changes"])
+        if "next" not in body:
+            return out
+        offset += 1000
+
+
+def test_change_log_filters(pipe):
+    pipe.wait_served(pipe.publish([reg("filter-a", 0, "127.0.0.1:26911", tps=topics("FilterTopic", "FilterBase"),
+                                       cluster="FilterCluster")]))
+    status, body = pipe.get("/history/changes?brokerName=filter-a&kind=QUEUE_ADDED")
+    assert status == 200 and sorted(r["topic"] for r in body["changes"]) == ["FilterBase", "FilterTopic"]
+    assert pipe.get("/history/changes?topic=FilterTopic&cluster=FilterCluster")[1]["total"] == 0  # queues carry no cluster
+    assert pipe.get("/history/changes?cluster=FilterCluster")[1]["total"] == 2
+    future = int(time.time() * 1000) + 3_600_000
+    assert pipe.get(f"/history/changes?brokerName=filter-a&since={future}")[1]["total"] == 0
+    assert pipe.get("/history/changes?limit=0")[0] == 400
