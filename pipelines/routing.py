@@ -50,6 +50,7 @@ class LiveInfo:
     data_version: dict[str, int]
     ha_server_addr: str | None
     materialized_update: int = -1  # the lastUpdateTimestamp broker_live holds for this entry
+    stale_since: int = -1          # when last_update first moved past materialized_update
 
 
 @dataclass
@@ -79,7 +80,7 @@ class GroupState:
             },
             "topics": self.topics,
             "live": [[c, a, li.broker_id, li.last_update, li.timeout_ms, li.data_version, li.ha_server_addr,
-                      li.materialized_update] for (c, a), li in sorted(self.live.items())],
+                      li.materialized_update, li.stale_since] for (c, a), li in sorted(self.live.items())],
             "filters": [[c, a, lst] for (c, a), lst in sorted(self.filters.items())],
         }, separators=(",", ":"), sort_keys=True)
 
@@ -164,14 +165,15 @@ def apply(state: GroupState | None, events: Iterable[dict[str, Any]], now_ms: in
 
 
 def _flush_live(st: GroupState, now_ms: int, cfg: RoutingConfig, res: Result) -> None:
-    """Decide whether broker_live gets this group's fresh lastUpdateTimestamps now."""
+    """Decide whether broker_live gets this group's fresh lastUpdateTimestamps now: when its
+    rows are rewritten anyway, or once the window in which an entry went stale has ended.
+    Windows are aligned for every group, so a quiet fleet flushes in the same batch."""
     stale = [li for li in st.live.values() if li.materialized_update != li.last_update]
-    if not stale:
-        return
-    if (t.BROKER_LIVE.name in res.dirty or cfg.live_flush_ms == 0
-            or _window(now_ms, cfg) > _window(max(li.materialized_update for li in st.live.values()), cfg)):
+    due = t.BROKER_LIVE.name in res.dirty or not cfg.live_flush_ms or any(
+        _window(now_ms, cfg) > _window(li.stale_since, cfg) for li in stale)
+    if stale and due or t.BROKER_LIVE.name in res.dirty:
         for li in st.live.values():
-            li.materialized_update = li.last_update
+            li.materialized_update, li.stale_since = li.last_update, -1
         res.dirty.add(t.BROKER_LIVE.name)
 
 
@@ -189,9 +191,9 @@ def next_deadline(state: GroupState | None, cfg: RoutingConfig) -> int | None:
     if state is None or not state.live:
         return None
     deadline = min(li.last_update + li.timeout_ms for li in state.live.values()) + 1
-    if cfg.live_flush_ms and any(li.materialized_update != li.last_update for li in state.live.values()):
-        newest = max(li.last_update for li in state.live.values())
-        deadline = min(deadline, (_window(newest, cfg) + 1) * cfg.live_flush_ms)
+    stale = [li for li in state.live.values() if li.materialized_update != li.last_update]
+    if cfg.live_flush_ms and stale:
+        deadline = min(deadline, (min(_window(li.stale_since, cfg) for li in stale) + 1) * cfg.live_flush_ms)
     return deadline
 
 
@@ -327,6 +329,12 @@ def _register(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result
     if prev is not None and (prev.broker_id, prev.timeout_ms, prev.data_version, prev.ha_server_addr) == (
             live.broker_id, live.timeout_ms, live.data_version, live.ha_server_addr):
         live.materialized_update = prev.materialized_update
+        if live.last_update == live.materialized_update:
+            live.stale_since = -1
+        elif prev.materialized_update == prev.last_update:
+            live.stale_since = e["time"]
+        else:
+            live.stale_since = prev.stale_since
     else:
         res.dirty.add(t.BROKER_LIVE.name)
     st.live[(cluster, addr)] = live
@@ -347,6 +355,8 @@ def _heartbeat(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Resul
     """§4: refresh liveness only; an unknown broker is a no-op."""
     li = st.live.get((e["clusterName"], e["brokerAddr"]))
     if li is not None and e["time"] > li.last_update:
+        if li.materialized_update == li.last_update:
+            li.stale_since = e["time"]
         li.last_update = e["time"]  # broker_live catches up in _flush_live
 
 
