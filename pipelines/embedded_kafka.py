@@ -32,7 +32,9 @@ def wait_for_port(port: int, timeout_s: float = 30.0, host: str = "127.0.0.1") -
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True unless something listens there (connections lingering in TIME_WAIT do not count)."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:

@@ -16,6 +16,7 @@ from pathlib import Path
 from conf import Config, load_config
 from conf.logs import setup_logging
 from pipelines import kafka_source
+from pipelines.faults import KillAtRandom
 from pipelines.routing import RoutingConfig
 from pipelines.sink import DeltaSink
 from pipelines.stateful import OUTPUT_SCHEMA, STATE_SCHEMA, StepConfig, make_step
@@ -72,13 +73,13 @@ def _quiet_accumulator_server() -> None:
     acc.AccumulatorTCPServer.handle_error = handle_error
 
 
-def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME):
+def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None):
     """Start the route query on `spark`; tables are created first so readers always find them."""
     from pyspark.sql.functions import col
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     sink = DeltaSink(cfg.warehouse, cfg.checkpoint_dir, retention_ms=cfg.history_retention_ms,
-                     maintenance_interval_ms=cfg.maintenance_interval_ms)
+                     maintenance_interval_ms=cfg.maintenance_interval_ms, **({"fault": fault} if fault else {}))
     sink.ensure_tables()
     step = make_step(StepConfig(
         routing=RoutingConfig(default_timeout_ms=cfg.broker_timeout_ms, live_flush_ms=cfg.live_flush_ms,
@@ -103,7 +104,8 @@ def main() -> int:
     setup_logging()
     kafka_source.ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions)
     spark = build_spark(cfg)
-    query = start_query(spark, cfg)
+    kill = os.environ.get("NAMESRV_TEST_KILL_PROBABILITY")  # crash-safety tests only
+    query = start_query(spark, cfg, fault=KillAtRandom(float(kill)) if kill else None)
     stopping = threading.Event()
 
     def _stop(signum, frame):

@@ -6,7 +6,9 @@ engine asks for at most `maxRecordsPerBatch` records per micro-batch (admission 
 Spark 4.2), shared evenly between partitions.
 
 Tansu reports a partition's end offset as the *base* offset of its last record batch plus
-one, so the true end is found by fetching that last batch (see `_true_end`).
+one, so the true end is found by fetching that last batch (see `true_end`). A broker that is
+unreachable means "no new data" until it is back; a log that went backwards (a memory-only
+broker restarted) is read again from its beginning.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def _consumer(bootstrap: str):
     from kafka import KafkaConsumer
     return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
                          max_partition_fetch_bytes=_FETCH_BYTES, fetch_max_bytes=_FETCH_BYTES,
-                         request_timeout_ms=30_000,
+                         request_timeout_ms=10_000,
                          consumer_timeout_ms=1000)
 
 
@@ -68,6 +70,20 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, wait_s: float = 60
     raise RuntimeError(f"Kafka topic {topic!r} at {bootstrap} not available after {wait_s:.0f} s: {last_error}")
 
 
+def true_end(consumer, tp, reported: int) -> int:
+    """The partition's real end offset. Tansu reports the base offset of the last record batch
+    plus one, so fetch that batch and take its last offset + 1."""
+    if reported <= 0:
+        return reported
+    consumer.assign([tp])
+    consumer.seek(tp, reported - 1)
+    for _ in range(3):
+        batch = consumer.poll(timeout_ms=200).get(tp, [])
+        if batch:
+            return max(reported, batch[-1].offset + 1)
+    return reported
+
+
 class KafkaEventSource(DataSource):
     """Options: bootstrap, topic, partitions (when creating the topic), maxRecordsPerBatch."""
 
@@ -91,6 +107,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._consumer = None
         self._ends: dict[int, tuple[int, int]] = {}  # partition -> (reported end, true end)
         self._regressed: set[int] = set()
+        self._unavailable = False
 
     # -- driver side
     def _tps(self):
@@ -117,9 +134,19 @@ class KafkaStreamReader(DataSourceStreamReader):
         return ReadMaxRows(self.max_records)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        tps = self._tps()
-        reported = self._client().end_offsets(tps)
-        ends = {tp.partition: self._true_end(tp, off) for tp, off in reported.items()}
+        try:
+            ends = self._ends_now()
+        except Exception as exc:  # broker unreachable or restarting: no new data this trigger
+            if not self._unavailable:
+                log.warning("Kafka at %s unavailable (%s: %s); waiting for it, no new data meanwhile",
+                            self.bootstrap, type(exc).__name__, exc)
+            self._unavailable = True
+            self.stop()
+            self._ends.clear()
+            return dict(start)
+        if self._unavailable:
+            log.warning("Kafka at %s is reachable again", self.bootstrap)
+            self._unavailable = False
         budget = None
         if isinstance(limit, ReadMaxRows):
             budget = max(1, limit.max_rows // max(1, len(ends)))
@@ -144,22 +171,18 @@ class KafkaStreamReader(DataSourceStreamReader):
             out.setdefault(p, off)
         return out
 
-    def _true_end(self, tp, reported: int) -> int:
-        cached = self._ends.get(tp.partition)
-        if cached and cached[0] == reported:
-            return cached[1]
-        true_end = reported
-        if reported > 0:
-            c = self._client()
-            c.assign([tp])
-            c.seek(tp, reported - 1)
-            for _ in range(3):
-                batch = c.poll(timeout_ms=200).get(tp, [])
-                if batch:
-                    true_end = max(true_end, batch[-1].offset + 1)
-                    break
-        self._ends[tp.partition] = (reported, true_end)
-        return true_end
+    def _ends_now(self) -> dict[int, int]:
+        tps = self._tps()
+        reported = self._client().end_offsets(tps)
+        ends = {}
+        for tp, off in reported.items():
+            cached = self._ends.get(tp.partition)
+            if cached and cached[0] == off:
+                ends[tp.partition] = cached[1]
+            else:
+                ends[tp.partition] = true_end(self._client(), tp, off)
+                self._ends[tp.partition] = (off, ends[tp.partition])
+        return ends
 
     def partitions(self, start: dict, end: dict):
         ranges = []
@@ -187,9 +210,17 @@ class KafkaStreamReader(DataSourceStreamReader):
     # -- executor side
     def read(self, partition: KafkaRange) -> Iterator[tuple]:
         from kafka import TopicPartition
+        from kafka.errors import KafkaError
         tp = TopicPartition(self.topic, partition.partition)
         c = _consumer(self.bootstrap)
         try:
+            end = true_end(c, tp, c.end_offsets([tp])[tp])
+            if end < partition.end:
+                # Planned before the broker lost its log (memory storage restarted): those records
+                # are gone; the next batch notices the reset and reads the new log from its start.
+                log.warning("%s[%d]: offsets %d..%d are gone (log end is now %d); skipped", self.topic,
+                            partition.partition, partition.start, partition.end, end)
+                return
             c.assign([tp])
             c.seek(tp, partition.start)
             nxt = partition.start
@@ -198,8 +229,13 @@ class KafkaStreamReader(DataSourceStreamReader):
                 if time.monotonic() > deadline:
                     raise RuntimeError(
                         f"{self.topic}[{partition.partition}]: offsets {nxt}..{partition.end} not readable "
-                        f"within 120 s (log truncated or broker gone?)")
-                for rec in c.poll(timeout_ms=500, max_records=5000).get(tp, []):
+                        f"within 120 s (broker gone?)")
+                try:
+                    records = c.poll(timeout_ms=500, max_records=5000).get(tp, [])
+                except KafkaError:
+                    time.sleep(0.5)
+                    continue
+                for rec in records:
                     if rec.offset < nxt or rec.offset >= partition.end:
                         continue
                     key = rec.key.decode("utf-8", "replace") if rec.key is not None else None

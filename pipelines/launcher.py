@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -46,21 +47,31 @@ class Child:
 
     def start(self) -> None:
         out = open(self.log_path, "ab")
+        # Own process group: the job's JVM is its child, and must go when the job goes.
         self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     preexec_fn=_die_with_parent)
+                                     preexec_fn=_die_with_parent, start_new_session=True)
         out.close()
         self.started_at = time.monotonic()
 
+    def reap(self) -> None:
+        """Kill whatever is left of the child's process group (e.g. the JVM of a crashed job)."""
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
+            self.reap()
             return
         self.proc.terminate()
         try:
             self.proc.wait(self.stop_timeout_s)
         except subprocess.TimeoutExpired:
             log.warning("%s did not stop within %.0f s; killing it", self.name, self.stop_timeout_s)
-            self.proc.kill()
-            self.proc.wait()
+        self.reap()
+        self.proc.wait()
 
 
 def children(cfg: Config) -> list[Child]:
@@ -116,6 +127,7 @@ def main() -> int:
                 if time.monotonic() - kid.started_at > 60:
                     kid.restarts, delay = 0, 1.0
                 log.warning("%s exited with code %s; restarting in %.0f s (see %s)", kid.name, code, delay, kid.log_path)
+                kid.reap()
                 kid.proc = None
                 kid.restarts += 1
                 kid.next_start = time.monotonic() + delay

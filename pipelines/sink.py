@@ -15,11 +15,12 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
+from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
 from pipelines.stateful import DEAD_LETTER, REJECTED
 from schemas import tables as t
@@ -77,8 +78,9 @@ class DeltaSink:
     on write), so a batch opens nothing it already has."""
 
     def __init__(self, warehouse: Path, checkpoint_dir: Path, *, retention_ms: int = 7 * 24 * 3_600_000,
-                 maintenance_interval_ms: int | None = None) -> None:
+                 maintenance_interval_ms: int | None = None, fault: Callable[[str], None] = no_fault) -> None:
         self.warehouse = Path(warehouse)
+        self.fault = fault
         self.checkpoint_dir = Path(checkpoint_dir)
         self.retention_ms = retention_ms
         self.schedule = None if maintenance_interval_ms is None else MaintenanceSchedule(maintenance_interval_ms)
@@ -155,11 +157,13 @@ class DeltaSink:
             self._force_snapshot = False
             log.info("batch %d: %d record(s), tables %s, %d change(s), %.0f ms", batch_id, consumed,
                      ",".join(sorted(plan.replace)) or "-", len(plan.changes), (time.time() - started) * 1000)
+        self.fault("before:progress")
         write_progress(self.warehouse, {"batchId": batch_id, "snapshotId": self._latest_snapshot,
                                         "sourceOffsets": offsets, "time": int(time.time() * 1000),
                                         "eventCount": consumed})
 
     def _write(self, table: t.TableDef, data: pa.Table, batch_id: int, *, predicate: str | None, mode: str) -> None:
+        self.fault(f"before:{table.name}")
         dt = self._handles[table.name]
         done = dt.transaction_version(APP_ID)
         if done is not None and done >= batch_id:

@@ -31,6 +31,28 @@ KV_EVENT_TYPES = frozenset({PUT_KV_CONFIG, DELETE_KV_CONFIG})
 CONFIG_EVENT_TYPES = frozenset({UPDATE_NAMESRV_CONFIG})
 EVENT_TYPES = BROKER_EVENT_TYPES | KV_EVENT_TYPES | CONFIG_EVENT_TYPES
 
+# The fields each event type may carry; anything else is refused (no silent fallbacks).
+_COMMON = {"type", "timestamp"}
+_BROKER = {"clusterName", "brokerAddr", "brokerName", "brokerId"}
+FIELDS: dict[str, frozenset[str]] = {
+    REGISTER_BROKER: frozenset(_COMMON | _BROKER | {
+        "haServerAddr", "zoneName", "heartbeatTimeoutMillis", "enableActingMaster", "dataVersion",
+        "topicConfigTable", "filterServerList"}),
+    BROKER_HEARTBEAT: frozenset(_COMMON | _BROKER | {"dataVersion", "heartbeatTimeoutMillis"}),
+    UNREGISTER_BROKER: frozenset(_COMMON | _BROKER),
+    WIPE_WRITE_PERM_OF_BROKER: frozenset(_COMMON | {"brokerName"}),
+    ADD_WRITE_PERM_OF_BROKER: frozenset(_COMMON | {"brokerName"}),
+    DELETE_TOPIC_IN_NAMESRV: frozenset(_COMMON | {"topic", "brokerName", "clusterName"}),
+    REGISTER_TOPIC_IN_NAMESRV: frozenset(_COMMON | {"topic", "brokerName", "readQueueNums", "writeQueueNums",
+                                                    "perm", "topicSysFlag"}),
+    PUT_KV_CONFIG: frozenset(_COMMON | {"namespace", "key", "value"}),
+    DELETE_KV_CONFIG: frozenset(_COMMON | {"namespace", "key"}),
+    UPDATE_NAMESRV_CONFIG: frozenset(_COMMON | {"key", "value"}),
+}
+# TopicConfig as brokers serialize it; topicFilterType and attributes are accepted and ignored.
+TOPIC_CONFIG_FIELDS = frozenset({"topicName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag", "order",
+                                 "topicFilterType", "attributes"})
+
 KV_KEY_PREFIX = "kv/"
 CONFIG_KEY = "config/namesrv"
 
@@ -159,6 +181,9 @@ def _topic_config_table(raw: Any) -> dict[str, dict[str, Any]]:
         validate_topic(topic, "topicConfigTable key")
         if not isinstance(cfg, dict):
             raise InvalidEvent(f"topicConfigTable['{topic}'] must be an object")
+        extra = sorted(set(cfg) - TOPIC_CONFIG_FIELDS)
+        if extra:
+            raise InvalidEvent(f"topicConfigTable['{topic}'] has unknown field(s) {', '.join(extra)}")
         name = cfg.get("topicName", topic)
         if name != topic:
             raise InvalidEvent(f"topicConfigTable['{topic}'].topicName is '{name}', not its key")
@@ -224,6 +249,9 @@ def parse_event(value: bytes | None, *, key: str | None, record_time_ms: int,
     if etype not in EVENT_TYPES:
         raise InvalidEvent(f"unknown event type {etype!r}" if etype is not None else "missing required field 'type'")
 
+    extra = sorted(set(raw) - FIELDS[etype])
+    if extra:
+        raise InvalidEvent(f"{etype} has unknown field(s) {', '.join(map(str, extra))[:200]}")
     ts = raw.get("timestamp")
     if ts is None:
         time_ms = record_time_ms

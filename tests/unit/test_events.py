@@ -69,6 +69,11 @@ def test_builders_round_trip():
     ({"type": "BROKER_HEARTBEAT", "clusterName": "C", "brokerName": "broker-a", "brokerAddr": "1.2.3.4:5"},
      None, "Kafka key None"),
     ({"type": "PUT_KV_CONFIG", "namespace": "ns", "key": "k"}, "kv/ns", "missing required field 'value'"),
+    ({"type": "PUT_KV_CONFIG", "namespace": "ns", "key": "k", "value": "v", "evil": 1}, "kv/ns",
+     "unknown field(s) evil"),
+    ({"type": "REGISTER_BROKER", "clusterName": "C", "brokerName": "broker-a", "brokerId": 0,
+      "brokerAddr": "1.2.3.4:5", "topicConfigTable": {"T": {"perm": 6, "bogus": True}}}, "broker-a",
+     "unknown field(s) bogus"),
 ])
 def test_invalid_events_are_rejected_with_a_reason(raw, key, reason):
     with pytest.raises(ev.InvalidEvent, match=None) as info:
@@ -97,3 +102,11 @@ def test_kv_events_are_keyed_by_namespace():
     e = parse({"type": "PUT_KV_CONFIG", "namespace": "ORDER_TOPIC_CONFIG", "key": "T", "value": "b:4"},
               key="kv/ORDER_TOPIC_CONFIG")
     assert ev.group_key(e) == "kv/ORDER_TOPIC_CONFIG" and e["value"] == "b:4"
+
+
+def test_broker_serialized_topic_configs_are_accepted():
+    e = parse({"type": "REGISTER_BROKER", "clusterName": "C", "brokerName": "broker-a", "brokerId": 0,
+               "brokerAddr": "1.2.3.4:5", "topicConfigTable": {"T": {
+                   "topicName": "T", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0,
+                   "order": False, "topicFilterType": "SINGLE_TAG", "attributes": {}}}})
+    assert e["topicConfigTable"]["T"]["readQueueNums"] == 4
