@@ -14,13 +14,15 @@ class EventPublisher:
         from kafka import KafkaProducer
         self.topic = topic
         self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5,
-                                       max_request_size=max_request_size, request_timeout_ms=30_000)
+                                       max_request_size=max_request_size, request_timeout_ms=10_000,
+                                       max_block_ms=10_000, bootstrap_timeout_ms=10_000,
+                                       delivery_timeout_ms=20_000)
 
     def publish(self, events: Iterable[Mapping[str, Any]]) -> list[tuple[int, int]]:
         """Send events in order; returns their (partition, offset) coordinates."""
         futures = [self._producer.send(self.topic, key=k, value=v) for k, v in map(encode, events)]
         self._producer.flush()
-        return [(m.partition, m.offset) for m in (f.get(timeout=30) for f in futures)]
+        return [(m.partition, m.offset) for m in (f.get(timeout=15) for f in futures)]
 
     def publish_raw(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> list[tuple[int, int]]:
         """Send raw (key, value) records as they are: for tests that need malformed input."""

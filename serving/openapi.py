@@ -32,6 +32,7 @@ E400 = _json(ERR, "invalid parameter (code INVALID_PARAMETER)")
 E401 = _json(ERR, "missing or wrong bearer token (code NO_PERMISSION)")
 E404 = _json(ERR, "not found")
 E504 = _json(ERR, "published but not materialized in time; offsets tell where")
+E503 = _json(ERR, "the event log (Kafka) is unavailable: nothing was written")
 WAIT = _param("wait", "query", "false: answer 202 once published, without waiting", {"type": "boolean"})
 A202 = _json(_ref("Accepted"), "published, not yet materialized (wait=false)")
 SECURED = [{"bearer": []}]
@@ -146,12 +147,12 @@ PATHS: dict[str, Any] = {
                     "type": "object", "required": ["queueDatas"],
                     "properties": {"queueDatas": {"type": "array", "items": _ref("QueueData")}}}}}},
                 "responses": {"200": _json(_ref("Success"), "materialized"), "202": A202, "400": E400,
-                              "401": E401, "504": E504}}},
+                              "401": E401, "503": E503, "504": E504}}},
     "/topics/{topic}": {
         "delete": {"summary": "DELETE_TOPIC_IN_NAMESRV (216), fanned out per hosting broker group",
                    "security": SECURED, "parameters": [TOPIC, _param("cluster", "query", "only this cluster"), WAIT],
                    "responses": {"200": _json(_ref("Success"), "materialized"), "202": A202, "400": E400,
-                                 "401": E401, "504": E504}}},
+                                 "401": E401, "503": E503, "504": E504}}},
     "/topics": _list("GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206)"),
     "/clusters/{cluster}/topics": {"get": {**_list("GET_TOPICS_BY_CLUSTER (224)")["get"],
                                            "parameters": [CLUSTER, *AS_OF]}},
@@ -183,12 +184,12 @@ PATHS: dict[str, Any] = {
         "summary": "WIPE_WRITE_PERM_OF_BROKER (205)", "security": SECURED, "parameters": [BROKER, WAIT],
         "responses": {"200": _json({"type": "object", "required": ["wipeTopicCount"],
                                     "properties": {"wipeTopicCount": {"type": "integer"}}}, "count"),
-                      "202": A202, "400": E400, "401": E401, "504": E504}}},
+                      "202": A202, "400": E400, "401": E401, "503": E503, "504": E504}}},
     "/brokers/{broker_name}/add-write-perm": {"post": {
         "summary": "ADD_WRITE_PERM_OF_BROKER (327)", "security": SECURED, "parameters": [BROKER, WAIT],
         "responses": {"200": _json({"type": "object", "required": ["addTopicCount"],
                                     "properties": {"addTopicCount": {"type": "integer"}}}, "count"),
-                      "202": A202, "400": E400, "401": E401, "504": E504}}},
+                      "202": A202, "400": E400, "401": E401, "503": E503, "504": E504}}},
     "/kv/{namespace}": {"get": {"summary": "GET_KVLIST_BY_NAMESPACE (219)", "parameters": [NS, *AS_OF],
                                 "responses": {"200": _json(_ref("KVTable"), "the namespace"), "400": E400,
                                               "404": E404_SNAPSHOT}}},
@@ -198,10 +199,10 @@ PATHS: dict[str, Any] = {
         "put": {"summary": "PUT_KV_CONFIG (100)", "security": SECURED, "parameters": [NS, KEY, WAIT],
                 "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("Value")}}},
                 "responses": {"200": _json(_ref("Value"), "materialized"), "202": A202, "400": E400,
-                              "401": E401, "504": E504}},
+                              "401": E401, "503": E503, "504": E504}},
         "delete": {"summary": "DELETE_KV_CONFIG (102)", "security": SECURED, "parameters": [NS, KEY, WAIT],
                    "responses": {"200": _json(_ref("Success"), "materialized"), "202": A202, "400": E400,
-                                 "401": E401, "504": E504}}},
+                                 "401": E401, "503": E503, "504": E504}}},
     "/config": {
         "get": {"summary": "GET_NAMESRV_CONFIG (319): runtime switches",
                 "responses": {"200": _json(_ref("Config"), "switches")}},
@@ -209,7 +210,7 @@ PATHS: dict[str, Any] = {
                 "parameters": [WAIT],
                 "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("Switches")}}},
                 "responses": {"200": _json(_ref("Config"), "materialized"), "202": A202, "400": E400,
-                              "401": E401, "504": E504}}},
+                              "401": E401, "503": E503, "504": E504}}},
     "/history/snapshots": {"get": {
         "summary": "committed snapshots, newest first", "parameters": [
             _param("limit", "query", "1..1000 (default 100)", {"type": "integer"}),

@@ -62,6 +62,17 @@ def _publisher():
     return pub
 
 
+def _drop_publisher() -> None:
+    """Forget a publisher whose connection failed; the next write builds a new one."""
+    with _lock:
+        pub = current_app.extensions.pop(PUBLISHER, None)
+    if pub is not None:
+        try:
+            pub.close()
+        except Exception:
+            pass
+
+
 def covers(offsets: dict[str, int], coords: list[tuple[int, int]]) -> bool:
     return all(int(offsets.get(str(p), -1)) > o for p, o in coords)
 
@@ -74,7 +85,13 @@ def publish(events: list[dict[str, Any]]) -> tuple[Snapshot | None, list[tuple[i
     """
     if not events:
         return store().current, []
-    coords = _publisher().publish(events)
+    try:
+        coords = _publisher().publish(events)
+    except Exception as exc:  # Kafka unreachable or refusing: nothing was acknowledged
+        current_app.logger.warning("publishing %d event(s) failed: %s", len(events), exc)
+        _drop_publisher()
+        raise ApiError(503, "SYSTEM_BUSY", f"the event log is unavailable ({type(exc).__name__}); "
+                       "nothing was written, retry later") from None
     if request.args.get("wait", "true").lower() == "false":
         return None, coords
     cfg: Config = current_app.config["NAMESRV"]

@@ -114,3 +114,14 @@ def test_embedded_kafka_and_http_bind_loopback_only():
     urls = [cmd[i + 1] for i, a in enumerate(cmd) if a in ("--listener-url", "--advertised-listener-url")]
     assert urls == ["tcp://127.0.0.1:19999"] * 2
     assert load_config({}).http_host == "127.0.0.1"
+
+
+def test_a_write_while_kafka_is_unreachable_is_refused_with_503(tmp_path):
+    from tests.harness import free_port
+    port = free_port()  # nothing listens there
+    app = create_app(load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_ADMIN_TOKEN": TOKEN,
+                                  "NAMESRV_KAFKA_BOOTSTRAP": f"127.0.0.1:{port}"}), start_refresher=False)
+    started = time.time()
+    r = app.test_client().put("/kv/ns/k", json={"value": "v"}, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 503 and r.json["code"] == "SYSTEM_BUSY" and "nothing was written" in r.json["remark"]
+    assert time.time() - started < 30
