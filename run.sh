@@ -3,6 +3,7 @@
 #   ./run.sh                 set up, then run embedded Kafka + streaming job + HTTP server (Ctrl-C stops all)
 #   ./run.sh test [args]     set up, then run the test suite (args go to pytest)
 #   ./run.sh simulate ...    publish a simulated broker fleet (--brokers N --topics M [--slaves K] [--period S])
+#   ./run.sh soak [--minutes N]  long run: a churning 1,000-broker fleet, RSS/lag/open-time table
 #   ./run.sh setup           only create/refresh the virtualenv
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
@@ -51,7 +52,8 @@ case "$cmd" in
   run)      setup; exec "$VENV/bin/python" -m pipelines.launcher "$@" ;;
   test)     setup; exec "$VENV/bin/python" -m pytest "$@" ;;
   simulate) setup; exec "$VENV/bin/python" -m pipelines.simulator "$@" ;;
+  soak)     setup; exec "$VENV/bin/python" -m tests.soak "$@" ;;
   setup)    setup; echo "run.sh: ready ($VENV)" ;;
-  -h|--help|help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' ;;
+  -h|--help|help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown command '$cmd' (try: ./run.sh, ./run.sh test, ./run.sh simulate --help)" ;;
 esac

@@ -42,22 +42,25 @@ def snapshot() -> Snapshot:
     return snap
 
 
-def parse_int(text: str, name: str) -> int:
+def parse_int(text: str, name: str, lo: int = 0, hi: int = 2**63 - 1) -> int:
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
-        raise InvalidEvent(f"{name} must be an integer, not {text!r}") from None
+        raise InvalidEvent(f"{name} must be an integer, not {text[:40]!r}") from None
+    if not lo <= value <= hi:
+        raise InvalidEvent(f"{name} must be between {lo} and {hi}")
+    return value
 
 
 def parse_instant(text: str, name: str) -> int:
     """ISO-8601 (naive = UTC) or epoch milliseconds -> epoch milliseconds."""
     text = text.strip()
     if text.lstrip("-").isdigit():
-        return int(text)
+        return parse_int(text, name)
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidEvent(f"{name} must be ISO-8601 or epoch milliseconds, not {text!r}") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp() * 1000)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return int(moment.timestamp() * 1000)
+    except (ValueError, OverflowError, OSError):
+        raise InvalidEvent(f"{name} must be ISO-8601 or epoch milliseconds, not {text[:40]!r}") from None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify, request
 
-from schemas.events import InvalidEvent, validate_addr, validate_name
+from schemas.events import validate_addr, validate_name
 from serving import views
-from serving.app_state import snapshot
+from serving.app_state import parse_int, snapshot
 
 bp = Blueprint("cluster", __name__)
 
@@ -29,10 +29,7 @@ def data_version(cluster: str, broker_addr: str):
     given = {f: request.args.get(f) for f in fields}
     asked = None
     if any(v is not None for v in given.values()):
-        try:
-            asked = {f: int(given[f] or 0) for f in fields}
-        except ValueError:
-            raise InvalidEvent("counter, timestamp and stateVersion must be integers") from None
+        asked = {f: parse_int(given[f] or "0", f) for f in fields}
     return jsonify(views.data_version(snapshot(), cluster, broker_addr, asked))
 
 
