@@ -116,7 +116,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--brokers", type=int, default=1000)
     ap.add_argument("--period", type=float, default=5.0, help="heartbeat period, accelerated (s)")
     ap.add_argument("--sample", type=float, default=30.0, help="sampling interval (s)")
+    ap.add_argument("--kills", type=int, default=0,
+                    help="afterwards, run the crash-safety test with this many SIGKILLs (e.g. 50)")
     args = ap.parse_args(argv)
+    ok = soak(args) if args.minutes > 0 else True
+    if args.kills:
+        print(f"\ncrash safety with {args.kills} kills:", flush=True)
+        env = {**os.environ, "NAMESRV_CRASH_KILLS": str(args.kills)}
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               "tests/integration/test_crash_safety.py"], cwd=ROOT, env=env)
+        ok = ok and done.returncode == 0
+    return 0 if ok else 1
+
+
+def soak(args) -> bool:
     data = Path(tempfile.mkdtemp(prefix="namesrv-soak-"))
     env = {**os.environ, "NAMESRV_DATA_DIR": str(data), "NAMESRV_KAFKA_BOOTSTRAP": "",
            "NAMESRV_KAFKA_EMBEDDED_PORT": str(free_port()), "NAMESRV_HTTP_PORT": str(free_port()),
@@ -186,17 +199,17 @@ def main(argv: list[str] | None = None) -> int:
             "snapshot open time flat (end third <= 2 x warm + 50 ms)":
                 med(end_rows, lambda r: r["open"]) <= 2 * med(warm_rows, lambda r: r["open"]) + 50,
         }
-        print("\nsummary          start      end")
-        print(f"lag              {rows[0]['lag']:>8} {end['lag']:>8}")
-        print(f"RSS MiB (all)    {total(rows[0]):>8.0f} {total(end):>8.0f}")
-        print(f"open ms          {rows[0]['open']:>8.1f} {end['open']:>8.1f}")
-        print(f"snapshots        {rows[0]['snapshots']:>8} {end['snapshots']:>8}")
+        print("\nsummary          start     warm      end")
+        for label, f, fmt in (("lag", lambda r: r["lag"], ">8"), ("RSS MiB (all)", total, ">8.0f"),
+                              ("open ms", lambda r: r["open"], ">8.1f"), ("snapshots", lambda r: r["snapshots"], ">8"),
+                              ("live brokers", lambda r: r["live"], ">8")):
+            print(f"{label:<16} {f(rows[0]):{fmt}} {f(warm):{fmt}} {f(end):{fmt}}")
         for name, passed in checks.items():
             print(f"{'ok  ' if passed else 'FAIL'} {name}")
             ok = ok and passed
     else:
-        print("soak: too short to judge (fewer than 3 samples)")
-    return 0 if ok else 1
+        print("soak: too short to judge (fewer than 4 samples)")
+    return ok
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from tests.helpers import norm, topics
 from tests.model.namesrv_model import NamesrvModel
 
 pytestmark = pytest.mark.integration
-KILLS = 10
+KILLS = int(os.environ.get("NAMESRV_CRASH_KILLS", "10"))  # `./run.sh soak --kills 50` raises it
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -79,7 +79,7 @@ def test_sigkilled_job_recovers_to_the_model(kafka_bootstrap, tmp_path, figures)
            "NAMESRV_KAFKA_TOPIC": topic, "NAMESRV_TRIGGER_INTERVAL_MS": "200", "NAMESRV_LIVE_FLUSH_MS": "0",
            "NAMESRV_MAX_RECORDS_PER_BATCH": "20", "PYSPARK_PYTHON": sys.executable}
     ensure_topic(kafka_bootstrap, topic, 2)
-    events = workload(400)
+    events = workload(max(400, 40 * KILLS))
     stamped = []
     stop = threading.Event()
 
@@ -92,11 +92,11 @@ def test_sigkilled_job_recovers_to_the_model(kafka_bootstrap, tmp_path, figures)
                 chunk = [{**e, "timestamp": now} for e in events[i:i + 5]]
                 pub.publish(chunk)
                 stamped.extend(chunk)
-                time.sleep(0.2)
+                time.sleep(0.2 if KILLS <= 10 else 1.0)
 
     publisher = threading.Thread(target=publish, daemon=True)
     publisher.start()
-    kills, deadline = 0, time.time() + 420
+    kills, deadline = 0, time.time() + 45 * KILLS
     try:
         while kills < KILLS and time.time() < deadline:
             proc = start_job({**env, "NAMESRV_TEST_KILL_PROBABILITY": "0.2"})

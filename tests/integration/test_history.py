@@ -9,9 +9,6 @@ import time
 import pytest
 from deltalake import DeltaTable
 
-from pipelines import routing
-from pipelines.sink import DeltaSink
-from pipelines.stateful import StepConfig, run_group
 from schemas import events as ev
 from schemas import tables as t
 from serving.snapshot import SnapshotReader, SnapshotStore
@@ -38,29 +35,15 @@ def test_quiet_fleet_stays_cheap_to_open_after_5000_batches_and_maintenance(tmp_
     """A fleet that only heartbeats: broker_live is flushed once per window, the snapshot stays
     cheap to open, and every asOf inside the retention window answers after maintenance."""
     brokers, flush_ms, batch_ms = 50, 60_000, 1000
-    cfg = StepConfig(routing.RoutingConfig(default_timeout_ms=120_000, live_flush_ms=flush_ms), 1 << 20, 10**12)
-    sink = DeltaSink(tmp_path / "delta", tmp_path / "checkpoint")
-    sink.ensure_tables()
-    states: dict[str, str] = {}
+    d = SinkDriver(tmp_path / "delta", live_flush_ms=flush_ms)
+    sink = d.sink
     t0 = int(time.time() * 1000) - 5000 * batch_ms  # history ends about now, inside the retention window
-    offset = 0
 
     def batch(b: int, kind: str) -> None:
-        nonlocal offset
-        now = t0 + b * batch_ms
-        out = []
-        for g in range(brokers):
-            name = f"quiet-{g}"
-            e = (reg(name, 0, f"127.0.0.1:{20000 + g}", tps=topics("Q1", "Q2")) if kind == "register" else
-                 ev.heartbeat_event(cluster="DefaultCluster", broker_name=name, broker_id=0,
-                                    addr=f"127.0.0.1:{20000 + g}"))
-            key, value = ev.encode(e)
-            rec = {"partition": 0, "offset": offset, "timestamp": now, "key": key.decode(), "value": value}
-            offset += 1
-            state, _, rows = run_group(name, [rec], states.get(name), now, cfg)
-            states[name] = state
-            out.extend(rows)
-        sink.commit(b, out, {"0": offset}, brokers)
+        d.run_batch([reg(f"quiet-{g}", 0, f"127.0.0.1:{20000 + g}", tps=topics("Q1", "Q2")) if kind == "register"
+                     else ev.heartbeat_event(cluster="DefaultCluster", broker_name=f"quiet-{g}", broker_id=0,
+                                             addr=f"127.0.0.1:{20000 + g}") for g in range(brokers)],
+                    t0 + b * batch_ms)
 
     batch(0, "register")
     for b in range(1, 50):

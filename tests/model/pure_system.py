@@ -1,5 +1,5 @@
-"""The pipeline's pure core driven batch by batch, materialized like the sink: the stand-in for
-Kafka → Spark → Delta in fast tests (model property, upstream scenarios)."""
+"""The pipeline's pure core driven batch by batch: the stand-in for Kafka → Spark in fast tests
+(model property, upstream scenarios, Delta histories built without Spark)."""
 
 from __future__ import annotations
 
@@ -14,20 +14,18 @@ from schemas import tables as t
 from serving.snapshot import build_snapshot
 
 
-class PureSystem:
-    """Drives stateful.run_group one batch at a time and materializes its output like the sink."""
+class Batches:
+    """One micro-batch at a time, as Spark would run it: the events become Kafka-like records
+    (one partition, consecutive offsets, record time = now) and every group that has records or
+    state is stepped at `now` (the timeouts of a real run fire for the latter)."""
 
-    def __init__(self, timeout_ms: int = 120_000, delete_topic_with_broker_registration: bool = False,
-                 live_flush_ms: int = 0) -> None:
-        self.cfg = StepConfig(routing.RoutingConfig(
-            default_timeout_ms=timeout_ms, live_flush_ms=live_flush_ms,
-            delete_topic_with_broker_registration=delete_topic_with_broker_registration), 1 << 20, 10**12)
+    def __init__(self, cfg: StepConfig) -> None:
+        self.cfg = cfg
         self.states: dict[str, str] = {}
-        self.tables: dict[str, dict[str, list[dict[str, Any]]]] = {x.name: {} for x in t.STATE_TABLES}
         self.batch = 0
         self.offset = 0
 
-    def run_batch(self, events: list[dict[str, Any]], now: int) -> None:
+    def step(self, events: list[dict[str, Any]], now: int) -> list[dict[str, Any]]:
         records: dict[str, list[dict[str, Any]]] = {}
         for e in events:
             key, value = ev.encode({**e, "timestamp": now})
@@ -42,11 +40,32 @@ class PureSystem:
             else:
                 self.states[group] = state
             out.extend(rows)
-        plan = plan_batch(out, self.batch, now)
+        self.batch += 1
+        return out
+
+
+def step_config(*, timeout_ms: int = 120_000, live_flush_ms: int = 0,
+                delete_topic_with_broker_registration: bool = False) -> StepConfig:
+    return StepConfig(routing.RoutingConfig(
+        default_timeout_ms=timeout_ms, live_flush_ms=live_flush_ms,
+        delete_topic_with_broker_registration=delete_topic_with_broker_registration), 1 << 20, 10**12)
+
+
+class PureSystem:
+    """Batches whose output is materialized in memory like the sink would (no Delta)."""
+
+    def __init__(self, timeout_ms: int = 120_000, delete_topic_with_broker_registration: bool = False,
+                 live_flush_ms: int = 0) -> None:
+        self.batches = Batches(step_config(timeout_ms=timeout_ms, live_flush_ms=live_flush_ms,
+                                           delete_topic_with_broker_registration=delete_topic_with_broker_registration))
+        self.tables: dict[str, dict[str, list[dict[str, Any]]]] = {x.name: {} for x in t.STATE_TABLES}
+
+    def run_batch(self, events: list[dict[str, Any]], now: int) -> None:
+        out = self.batches.step(events, now)
+        plan = plan_batch(out, self.batches.batch - 1, now)
         assert not plan.dead_letters, plan.dead_letters
         for table, owners in plan.replace.items():
             self.tables[table].update(owners)
-        self.batch += 1
 
     def rows(self, table: str) -> list[dict[str, Any]]:
         return [r for rs in self.tables[table].values() for r in rs]
