@@ -1,0 +1,88 @@
+"""Issue 5, supervision: what `./run.sh` starts (the launcher) restarts a job or HTTP server that
+dies, with backoff, logs the restart, keeps answering lookups from the last snapshot while the job
+is down, and stops everything (no orphan) on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from pipelines.publish import EventPublisher
+from tests.harness import free_port
+from tests.helpers import reg, topics
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def children(pid: int) -> dict[str, int]:
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        ppid = int(next(line for line in status.splitlines() if line.startswith("PPid:")).split()[1])
+        if ppid == pid:
+            out["job" if "pipelines.job" in cmd else "http" if "-m serving" in cmd else
+                "kafka" if "tansu" in cmd else cmd[:30]] = int(entry.name)
+    return out
+
+
+def wait(probe, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            value = probe()
+            if value:
+                return value
+        except (requests.RequestException, OSError):
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path):
+    http_port, kafka_port = free_port(), free_port()
+    env = {**os.environ, "NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_KAFKA_BOOTSTRAP": "",
+           "NAMESRV_KAFKA_EMBEDDED_PORT": str(kafka_port), "NAMESRV_HTTP_PORT": str(http_port),
+           "NAMESRV_TRIGGER_INTERVAL_MS": "500"}
+    url = f"http://127.0.0.1:{http_port}"
+    launcher = subprocess.Popen([sys.executable, "-m", "pipelines.launcher"], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait(lambda: requests.get(url + "/healthz", timeout=2).ok, 60, "the server")
+        with EventPublisher(f"127.0.0.1:{kafka_port}", "namesrv-events") as pub:
+            pub.publish([reg("sup-a", 0, "127.0.0.1:36911", tps=topics("SupTopic", "SupBase"))])
+        wait(lambda: requests.get(url + "/topics/SupTopic/route", timeout=2).status_code == 200, 90, "the route")
+
+        kids = children(launcher.pid)
+        os.kill(kids["job"], signal.SIGKILL)
+        assert requests.get(url + "/topics/SupTopic/route", timeout=5).status_code == 200  # job down: still served
+        os.kill(kids["http"], signal.SIGKILL)
+        wait(lambda: requests.get(url + "/topics/SupTopic/route", timeout=2).status_code == 200, 60, "http restart")
+        new = wait(lambda: (c := children(launcher.pid)).get("job") not in (None, kids["job"]) and c, 60, "job restart")
+        assert new["http"] != kids["http"]
+        log = (tmp_path / "logs" / "launcher.log").read_text()
+        assert "job exited with code -9; restarting in" in log and "http exited with code -9" in log
+        assert "job restarted (restart #1)" in log and "http restarted (restart #1)" in log
+        with EventPublisher(f"127.0.0.1:{kafka_port}", "namesrv-events") as pub:
+            pub.publish([reg("sup-b", 0, "127.0.0.1:36921", tps=topics("SupNew", "SupBase"))])
+        wait(lambda: requests.get(url + "/topics/SupNew/route", timeout=2).status_code == 200, 90,
+             "the restarted job to serve a new registration")
+        before = children(launcher.pid)
+    finally:
+        launcher.send_signal(signal.SIGTERM)
+        launcher.wait(120)
+    for pid in before.values():
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
