@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
@@ -95,9 +95,6 @@ class Config:
     @property
     def admin_token_file(self) -> Path:
         return self.data_dir / "admin-token"
-
-    def with_overrides(self, **changes: object) -> "Config":
-        return replace(self, **changes)
 
 
 def load_config(environ: Mapping[str, str] | None = None, defaults_file: Path = DEFAULTS_FILE) -> Config:

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from schemas import events as ev
-from schemas import tables as t
 
 
 @dataclass

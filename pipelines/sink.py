@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -42,7 +41,6 @@ class BatchPlan:
     @property
     def changes_state(self) -> bool:
         return bool(self.replace)
-
 
 
 def plan_batch(rows: Iterable[dict[str, Any]], batch_id: int, now_ms: int) -> BatchPlan:

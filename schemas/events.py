@@ -135,11 +135,6 @@ def _int(value: Any, field: str, lo: int, hi: int) -> int:
     return value
 
 
-def _opt(obj: Mapping[str, Any], field: str) -> Any:
-    value = obj.get(field)
-    return None if value is None else value
-
-
 def _required(obj: Mapping[str, Any], field: str) -> Any:
     if obj.get(field) is None:
         raise InvalidEvent(f"missing required field '{field}'")

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -29,36 +28,16 @@ from schemas import tables as t
 from schemas.progress import read_progress
 from serving.snapshot import SnapshotReader
 from tests.harness import free_port
+from tests.procs import tree
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def rss_mb(root_pid: int) -> dict[str, float]:
-    """RSS of the launcher's process tree, by command name (MiB)."""
-    children: dict[int, list[int]] = {}
-    names: dict[int, str] = {}
-    rss: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        pid, ppid = int(entry.name), int(fields["PPid"].strip())
-        children.setdefault(ppid, []).append(pid)
-        rss[pid] = int(fields.get("VmRSS", "0 kB").split()[0])
-        names[pid] = ("tansu" if "tansu" in cmd else "job-jvm" if "java" in cmd else
-                      "job" if "pipelines.job" in cmd else "http" if "-m serving" in cmd else
-                      "launcher" if "pipelines.launcher" in cmd else "py-worker" if "pyspark" in cmd else "other")
+    """RSS of the launcher's process tree, by role (MiB)."""
     out: dict[str, float] = {}
-    stack = [root_pid]
-    while stack:
-        pid = stack.pop()
-        out[names.get(pid, "other")] = out.get(names.get(pid, "other"), 0) + rss.get(pid, 0) / 1024
-        stack.extend(children.get(pid, []))
+    for proc in tree(root_pid):
+        out[proc.role] = out.get(proc.role, 0) + proc.rss_kib / 1024
     return out
 
 

@@ -10,7 +10,6 @@ import random
 import pytest
 from deltalake import DeltaTable
 
-from schemas import events as ev
 from tests.harness import Pipeline
 from tests.helpers import reg, topics
 

@@ -15,7 +15,6 @@ from deltalake import DeltaTable
 
 from conf import load_config
 from schemas import events as ev
-from schemas import tables as t
 from serving.app import create_app
 from tests.delta_history import SinkDriver
 from tests.helpers import reg, topics

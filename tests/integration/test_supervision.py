@@ -16,6 +16,7 @@ import requests
 
 from pipelines.publish import EventPublisher
 from tests.harness import free_port
+from tests.procs import processes
 from tests.helpers import reg, topics
 
 pytestmark = pytest.mark.integration
@@ -23,20 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def children(pid: int) -> dict[str, int]:
-    out = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        ppid = int(next(line for line in status.splitlines() if line.startswith("PPid:")).split()[1])
-        if ppid == pid:
-            out["job" if "pipelines.job" in cmd else "http" if "-m serving" in cmd else
-                "kafka" if "tansu" in cmd else cmd[:30]] = int(entry.name)
-    return out
+    """The launcher's direct children by role (job, http, tansu)."""
+    return {p.role: p.pid for p in processes() if p.ppid == pid}
 
 
 def wait(probe, timeout: float, what: str):

@@ -6,7 +6,7 @@ from pipelines import routing
 from serving import views
 from serving.snapshot import build_snapshot
 from schemas import tables as t
-from tests.helpers import norm, reg, topics
+from tests.helpers import norm, reg
 
 
 def cut(*events):

@@ -1,0 +1,53 @@
+"""The namesrv processes on this machine, read from /proc (for the soak and supervision tests)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    rss_kib: int
+    role: str  # tansu, job-jvm, job, http, launcher, py-worker, other
+
+
+def _role(cmd: str) -> str:
+    for marker, role in (("tansu", "tansu"), ("java", "job-jvm"), ("pipelines.job", "job"), ("-m serving", "http"),
+                         ("pipelines.launcher", "launcher"), ("pyspark", "py-worker")):
+        if marker in cmd:
+            return role
+    return "other"
+
+
+def processes() -> list[Proc]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        out.append(Proc(int(entry.name), int(fields["PPid"].strip()),
+                        int(fields.get("VmRSS", "0 kB").split()[0]), _role(cmd)))
+    return out
+
+
+def tree(root_pid: int) -> list[Proc]:
+    """`root_pid` and all its descendants."""
+    procs = processes()
+    children: dict[int, list[Proc]] = {}
+    for p in procs:
+        children.setdefault(p.ppid, []).append(p)
+    found = [p for p in procs if p.pid == root_pid]
+    stack = list(found)
+    while stack:
+        for child in children.get(stack.pop().pid, []):
+            found.append(child)
+            stack.append(child)
+    return found
