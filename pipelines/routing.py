@@ -13,6 +13,7 @@ a live entry whose address left brokerAddrs is still expired.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -54,22 +55,72 @@ class LiveInfo:
 
 
 @dataclass
-class GroupState:
-    """All route data owned by one brokerName."""
+class PendingRegistration:
+    """A chunked registration being assembled (one per registering address): nothing of it
+    is visible until every chunk has arrived, then it applies as one REGISTER_BROKER."""
 
-    broker_name: str
-    clusters: set[str] = field(default_factory=set)           # clusterAddrTable membership
-    broker: BrokerData | None = None                          # brokerAddrTable entry
-    topics: dict[str, dict[str, int]] = field(default_factory=dict)  # topic -> QueueData of this group
-    live: dict[tuple[str, str], LiveInfo] = field(default_factory=dict)  # (cluster, addr) -> live info
-    filters: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    count: int
+    header: dict[str, Any]                     # the event minus topicConfigTable and chunk
+    chunks: dict[int, dict[str, Any]]          # chunk index -> its slice of topicConfigTable
+    last_time: int                             # event time of the newest chunk (abandon deadline)
+
+
+class GroupState:
+    """All route data owned by one brokerName.
+
+    Persisted as two strings: a small core (broker, clusters, live, filters, pending chunks)
+    and the topic table. Heartbeats and unchanged re-registrations only decode the core; the
+    topic table is parsed on first access (`topics`) and re-encoded only if it was touched.
+    """
+
+    def __init__(self, broker_name: str, clusters: set[str] | None = None, broker: BrokerData | None = None,
+                 topics: dict[str, dict[str, int]] | None = None,
+                 live: dict[tuple[str, str], LiveInfo] | None = None,
+                 filters: dict[tuple[str, str], list[str]] | None = None,
+                 pending: dict[tuple[str, str], PendingRegistration] | None = None,
+                 *, topics_json: str | None = None, topic_keys: str | None = None) -> None:
+        self.broker_name = broker_name
+        self.clusters = clusters if clusters is not None else set()
+        self.broker = broker
+        self.live = live if live is not None else {}
+        self.filters = filters if filters is not None else {}
+        self.pending = pending if pending is not None else {}
+        # The topic table is either decoded (_topics) or still the stored JSON (_topics_json).
+        self._topics: dict[str, dict[str, int]] = topics if topics is not None else {}
+        self._topics_json = topics_json if topics is None else None
+        self._topic_keys = topic_keys  # digest of the topic names, valid while _topics_json is set
+
+    @property
+    def topics(self) -> dict[str, dict[str, int]]:
+        if self._topics_json is not None:
+            self._topics = json.loads(self._topics_json)
+            self._topics_json = None
+        return self._topics
+
+    def has_topics(self) -> bool:
+        return self._topics_json != "{}" if self._topics_json is not None else bool(self._topics)
+
+    def topic_keys_digest(self) -> str:
+        """A digest of the topic names, without decoding the topic table when it is not loaded."""
+        if self._topics_json is not None and self._topic_keys is not None:
+            return self._topic_keys
+        return topic_keys_digest(self.topics)
 
     def is_empty(self) -> bool:
-        return not (self.clusters or self.broker or self.topics or self.live or self.filters)
+        return not (self.clusters or self.broker or self.has_topics() or self.live or self.filters or self.pending)
 
-    # -- persistence as one flat JSON string (nested GroupState schemas break applyInPandasWithState)
-    def to_json(self) -> str:
-        return json.dumps({
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GroupState) and self.to_json() == other.to_json()
+
+    def __repr__(self) -> str:
+        return f"GroupState({self.to_json()})"
+
+    # -- persistence (flat strings: nested state schemas break applyInPandasWithState)
+    def to_parts(self) -> tuple[str, str]:
+        """(core JSON, topic table JSON); an untouched topic table is returned as it was read."""
+        topics = self._topics_json if self._topics_json is not None else json.dumps(
+            self._topics, separators=(",", ":"), sort_keys=True)
+        core = {
             "brokerName": self.broker_name,
             "clusters": sorted(self.clusters),
             "broker": None if self.broker is None else {
@@ -78,25 +129,49 @@ class GroupState:
                 "zoneName": self.broker.zone_name,
                 "enableActingMaster": self.broker.enable_acting_master,
             },
-            "topics": self.topics,
+            "topicKeys": self.topic_keys_digest(),
             "live": [[c, a, li.broker_id, li.last_update, li.timeout_ms, li.data_version, li.ha_server_addr,
                       li.materialized_update, li.stale_since] for (c, a), li in sorted(self.live.items())],
             "filters": [[c, a, lst] for (c, a), lst in sorted(self.filters.items())],
-        }, separators=(",", ":"), sort_keys=True)
+            "pending": [[c, a, p.count, p.header, [[i, p.chunks[i]] for i in sorted(p.chunks)], p.last_time]
+                        for (c, a), p in sorted(self.pending.items())],
+        }
+        return json.dumps(core, separators=(",", ":"), sort_keys=True), topics
 
     @staticmethod
-    def from_json(text: str) -> "GroupState":
-        raw = json.loads(text)
+    def from_parts(core_json: str, topics_json: str) -> "GroupState":
+        raw = json.loads(core_json)
         b = raw["broker"]
         return GroupState(
             broker_name=raw["brokerName"],
             clusters=set(raw["clusters"]),
             broker=None if b is None else BrokerData(
                 b["cluster"], {int(k): v for k, v in b["addrs"].items()}, b["zoneName"], b["enableActingMaster"]),
-            topics=raw["topics"],
             live={(c, a): LiveInfo(*rest) for c, a, *rest in raw["live"]},
             filters={(c, a): lst for c, a, lst in raw["filters"]},
+            pending={(c, a): PendingRegistration(n, header, {int(i): tbl for i, tbl in chunks}, last)
+                     for c, a, n, header, chunks, last in raw.get("pending", [])},
+            topics_json=topics_json, topic_keys=raw.get("topicKeys"),
         )
+
+    def to_json(self) -> str:
+        """One string (tests and debugging); the pipeline stores `to_parts`."""
+        core, topics = self.to_parts()
+        return json.dumps([json.loads(core), json.loads(topics)], separators=(",", ":"), sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> "GroupState":
+        core, topics = json.loads(text)
+        return GroupState.from_parts(json.dumps(core), json.dumps(topics))
+
+
+def topic_keys_digest(table: dict[str, Any]) -> str:
+    """Order-independent digest of a topic table's names (re-registrations compare it)."""
+    h = hashlib.blake2b(digest_size=16)
+    for name in sorted(table):
+        h.update(name.encode())
+        h.update(b"\0")
+    return h.hexdigest()
 
 
 @dataclass
@@ -139,7 +214,7 @@ def apply(state: GroupState | None, events: Iterable[dict[str, Any]], now_ms: in
         if st is None:
             st = GroupState(broker_name=e["brokerName"])
         res.event_index, res.time = None, e["time"]
-        _expire(st, e["time"], res)
+        _expire(st, e["time"], cfg, res)
         res.event_index = i
         master_before, existed = _master(st), st.broker is not None
         handler = _HANDLERS[e["type"]]
@@ -157,7 +232,7 @@ def apply(state: GroupState | None, events: Iterable[dict[str, Any]], now_ms: in
                        before=master_before, after=master_after)
     if st is not None:
         res.event_index, res.time = None, now_ms
-        _expire(st, now_ms, res)
+        _expire(st, now_ms, cfg, res)
         _flush_live(st, now_ms, cfg, res)
         if st.is_empty():
             st = None
@@ -188,9 +263,10 @@ def _master(st: GroupState) -> str | None:
 def next_deadline(state: GroupState | None, cfg: RoutingConfig) -> int | None:
     """When this group must be called again without data (the Spark timeout): its earliest
     expiry, or the next flush window if broker_live holds stale lastUpdateTimestamps."""
-    if state is None or not state.live:
+    if state is None or not (state.live or state.pending):
         return None
-    deadline = min(li.last_update + li.timeout_ms for li in state.live.values()) + 1
+    deadline = min([li.last_update + li.timeout_ms for li in state.live.values()]
+                   + [p.last_time + _pending_timeout(p, cfg) for p in state.pending.values()]) + 1
     stale = [li for li in state.live.values() if li.materialized_update != li.last_update]
     if cfg.live_flush_ms and stale:
         deadline = min(deadline, (min(_window(li.stale_since, cfg) for li in stale) + 1) * cfg.live_flush_ms)
@@ -309,7 +385,9 @@ def _register(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result
         prev_live = st.live.get((cluster, addr))
         dv_changed = prev_live is None or prev_live.data_version != incoming_dv
         incoming = e["topicConfigTable"]
-        if cfg.delete_topic_with_broker_registration:
+        if not (register_first or dv_changed) and topic_keys_digest(incoming) == st.topic_keys_digest():
+            incoming = {}  # same version, same topic names: nothing to add or drop (topic table stays encoded)
+        elif cfg.delete_topic_with_broker_registration:
             for topic in [x for x in st.topics if x not in incoming]:
                 _drop_queue(st, topic, res, "QUEUE_REMOVED")
         for topic, tc in sorted(incoming.items()):
@@ -351,6 +429,56 @@ def _register(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result
             res.dirty.add(t.FILTER_SERVER.name)
 
 
+def _register_chunk(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    """A REGISTER_BROKER whose topic table came in `count` chunks: collect them per address,
+    apply the whole registration when the last one arrives. Chunks carry the same header (data
+    version included); a chunk with a different header starts over (the broker re-sent a newer
+    registration), a repeated chunk is ignored (producer retry)."""
+    if e.get("chunk") is None:
+        _register(st, e, cfg, res)
+        return
+    index, count = e["chunk"]
+    key = (e["clusterName"], e["brokerAddr"])
+    header = {k: v for k, v in e.items() if k not in ("topicConfigTable", "chunk", "time")}
+    p = st.pending.get(key)
+    if p is not None and (p.count, p.header) != (count, header):
+        del st.pending[key]
+        res.change("REGISTRATION_ABANDONED", cluster=key[0], addr=key[1], broker_id=e["brokerId"],
+                   after=f"{len(p.chunks)} of {p.count} chunks superseded by a registration with another header")
+        p = None
+    if p is None:
+        p = st.pending[key] = PendingRegistration(count, header, {}, e["time"])
+    if index in p.chunks:
+        if p.chunks[index] != e["topicConfigTable"]:
+            raise Rejected(f"chunk {index} of {count} from {key[1]} differs from the copy already received")
+        return
+    p.chunks[index], p.last_time = e["topicConfigTable"], e["time"]
+    if len(p.chunks) < count:
+        return
+    del st.pending[key]
+    merged: dict[str, Any] = {}
+    for i in range(count):
+        for topic, tc in p.chunks[i].items():
+            if topic in merged:
+                raise Rejected(f"chunked registration of {key[1]} lists topic {topic} in more than one chunk")
+            merged[topic] = tc
+    _register(st, {**header, "time": e["time"], "topicConfigTable": merged, "chunk": None}, cfg, res)
+
+
+def _abandon_stale_chunks(st: GroupState, now_ms: int, cfg: RoutingConfig, res: Result) -> None:
+    """An incomplete chunked registration whose newest chunk is older than the broker timeout
+    will never complete (the broker would have re-sent it): drop it rather than keep it forever."""
+    for (cluster, addr), p in sorted(st.pending.items()):
+        if p.last_time + _pending_timeout(p, cfg) < now_ms:
+            del st.pending[(cluster, addr)]
+            res.change("REGISTRATION_ABANDONED", cluster=cluster, addr=addr, broker_id=p.header.get("brokerId"),
+                       after=f"{len(p.chunks)} of {p.count} chunks, the last at {p.last_time}")
+
+
+def _pending_timeout(p: PendingRegistration, cfg: RoutingConfig) -> int:
+    return p.header.get("heartbeatTimeoutMillis") or cfg.default_timeout_ms
+
+
 def _heartbeat(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
     """§4: refresh liveness only; an unknown broker is a no-op."""
     li = st.live.get((e["clusterName"], e["brokerAddr"]))
@@ -361,6 +489,7 @@ def _heartbeat(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Resul
 
 
 def _unregister(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    st.pending.pop((e["clusterName"], e["brokerAddr"]), None)  # an interrupted chunked registration
     _remove_address(st, e["clusterName"], e["brokerAddr"], res, "BROKER_UNREGISTERED")
 
 
@@ -395,13 +524,14 @@ def _remove_address(st: GroupState, cluster: str, addr: str, res: Result, kind: 
             _set_perm(st, topic, st.topics[topic]["perm"] & ~_WRITE, res, "QUEUE_CHANGED")
 
 
-def _expire(st: GroupState, now_ms: int, res: Result) -> None:
+def _expire(st: GroupState, now_ms: int, cfg: RoutingConfig, res: Result) -> None:
     """§5.1: every live entry with lastUpdateTimestamp + timeout < now is unregistered.
 
     As in RocketMQ the unregister needs the address to resolve to this group's BrokerData in
     the same cluster; where it does not (quirk 14.9, RocketMQ keeps the entry forever), the
     live and filter entries are dropped and nothing else changes.
     """
+    _abandon_stale_chunks(st, now_ms, cfg, res)
     for (cluster, addr), li in sorted(st.live.items()):
         if li.last_update + li.timeout_ms < now_ms:
             res.expired.append((cluster, addr))
@@ -446,7 +576,7 @@ def _register_topic(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: 
 
 
 _HANDLERS = {
-    ev.REGISTER_BROKER: _register,
+    ev.REGISTER_BROKER: _register_chunk,
     ev.BROKER_HEARTBEAT: _heartbeat,
     ev.UNREGISTER_BROKER: _unregister,
     ev.WIPE_WRITE_PERM_OF_BROKER: _wipe_write_perm,

@@ -22,7 +22,10 @@ from schemas import tables as t
 # grp: for table rows, the value of the table's owner column (brokerName, namespace, scope).
 OUTPUT_SCHEMA = ("grp string, tbl string, payload string, raw binary, rawKey string, "
                  "partition int, offset long, kafkaTimestamp long")
-STATE_SCHEMA = "state string"
+# Routing groups keep (core JSON, topic table JSON) so that a heartbeat decodes only the core;
+# KV and config groups use only the first column.
+STATE_SCHEMA = "core string, topics string"
+State = tuple[str, "str | None"]
 OUTPUT_COLUMNS = ["grp", "tbl", "payload", "raw", "rawKey", "partition", "offset", "kafkaTimestamp"]
 
 DEAD_LETTER = t.DEAD_LETTER.name
@@ -38,9 +41,9 @@ class StepConfig:
     max_clock_skew_ms: int
 
 
-def run_group(group: str | None, records: list[dict[str, Any]], state_json: str | None, now_ms: int,
-              cfg: StepConfig) -> tuple[str | None, int | None, list[dict[str, Any]]]:
-    """Pure core of the step: returns (new state JSON, next expiry deadline, output rows)."""
+def run_group(group: str | None, records: list[dict[str, Any]], state: State | None, now_ms: int,
+              cfg: StepConfig) -> tuple[State | None, int | None, list[dict[str, Any]]]:
+    """Pure core of the step: returns (new state, next expiry deadline, output rows)."""
     out: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     coords: list[tuple[int, int]] = []
@@ -56,7 +59,7 @@ def run_group(group: str | None, records: list[dict[str, Any]], state_json: str 
 
     if group is not None and (group.startswith(ev.KV_KEY_PREFIX) or group == ev.CONFIG_KEY):
         is_config = group == ev.CONFIG_KEY
-        ns = kv.Namespace.from_json(state_json) if state_json else None
+        ns = kv.Namespace.from_json(state[0]) if state else None
         ns, changes = kv.apply(ns, events)
         if changes:
             if is_config:
@@ -64,9 +67,9 @@ def run_group(group: str | None, records: list[dict[str, Any]], state_json: str 
             else:
                 out.append(_table_row(group[len(ev.KV_KEY_PREFIX):], t.KV_CONFIG.name, kv.table_rows(ns)))
             out.append(_changes_row(group, None, changes, coords))
-        return (ns.to_json() if ns else None), None, out
+        return ((ns.to_json(), None) if ns else None), None, out
 
-    st = routing.GroupState.from_json(state_json) if state_json else None
+    st = routing.GroupState.from_parts(*state) if state else None
     if st is None and not events:
         return None, None, out
     st, res = routing.apply(st, events, now_ms, cfg.routing)
@@ -77,7 +80,7 @@ def run_group(group: str | None, records: list[dict[str, Any]], state_json: str 
         out.append(_table_row(group, table, routing.table_rows(st, table)))
     if res.changes:
         out.append(_changes_row(group, group, res.changes, coords))
-    return (st.to_json() if st else None), routing.next_deadline(st, cfg.routing), out
+    return (st.to_parts() if st else None), routing.next_deadline(st, cfg.routing), out
 
 
 def _changes_row(group: str | None, broker_name: str | None, changes: list[dict[str, Any]],
@@ -116,13 +119,13 @@ def make_step(cfg: StepConfig):
             if r["key"] is not None and not isinstance(r["key"], str):
                 r["key"] = None
         now = state.getCurrentProcessingTimeMs()
-        previous = state.get[0] if state.exists else None
+        previous = tuple(state.get) if state.exists else None
         new_state, deadline, rows = run_group(group, records, previous, now, cfg)
         if new_state is None:
             if state.exists:
                 state.remove()
         elif new_state != previous or state.hasTimedOut:
-            state.update((new_state,))
+            state.update(new_state)
         if new_state is not None and deadline is not None:
             state.setTimeoutDuration(max(1, deadline - now))
         if rows:

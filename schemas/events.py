@@ -37,7 +37,7 @@ _BROKER = {"clusterName", "brokerAddr", "brokerName", "brokerId"}
 FIELDS: dict[str, frozenset[str]] = {
     REGISTER_BROKER: frozenset(_COMMON | _BROKER | {
         "haServerAddr", "zoneName", "heartbeatTimeoutMillis", "enableActingMaster", "dataVersion",
-        "topicConfigTable", "filterServerList"}),
+        "topicConfigTable", "filterServerList", "chunk"}),
     BROKER_HEARTBEAT: frozenset(_COMMON | _BROKER | {"dataVersion", "heartbeatTimeoutMillis"}),
     UNREGISTER_BROKER: frozenset(_COMMON | _BROKER),
     WIPE_WRITE_PERM_OF_BROKER: frozenset(_COMMON | {"brokerName"}),
@@ -79,6 +79,9 @@ NAME_MAX_LENGTH = 127
 MAX_QUEUE_NUMS = 65535
 MAX_BROKER_ID = 2**31 - 1
 MAX_TIMEOUT_MS = 24 * 3600 * 1000
+# A registration larger than one Kafka message is split into chunks (see `chunk_registration`);
+# 10,000 chunks of 1 MiB is far beyond any broker (100,000 topics take about 12).
+MAX_CHUNKS = 10_000
 
 _TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_.:%|-]+$")
@@ -191,6 +194,16 @@ def _topic_config_table(raw: Any) -> dict[str, dict[str, Any]]:
     return table
 
 
+def _chunk(raw: Any) -> tuple[int, int] | None:
+    """{"index": i, "count": n} of a chunked registration, as (i, n); absent = not chunked."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != {"index", "count"}:
+        raise InvalidEvent("chunk must be an object with exactly the fields index and count")
+    count = _int(raw["count"], "chunk.count", 1, MAX_CHUNKS)
+    return _int(raw["index"], "chunk.index", 0, count - 1), count
+
+
 def _addr_list(raw: Any, field: str) -> list[str] | None:
     if raw is None:
         return None
@@ -296,6 +309,7 @@ def parse_event(value: bytes | None, *, key: str | None, record_time_ms: int,
             event["dataVersion"] = _data_version(raw.get("dataVersion"))
             event["topicConfigTable"] = _topic_config_table(raw.get("topicConfigTable"))
             event["filterServerList"] = _addr_list(raw.get("filterServerList"), "filterServerList")
+            event["chunk"] = _chunk(raw.get("chunk"))
         elif etype == BROKER_HEARTBEAT:
             dv = raw.get("dataVersion")
             event["dataVersion"] = None if dv is None else _data_version(dv)
@@ -355,6 +369,36 @@ def heartbeat_event(*, cluster: str, broker_name: str, broker_id: int, addr: str
 def unregister_broker_event(*, cluster: str, broker_name: str, broker_id: int, addr: str) -> dict[str, Any]:
     return {"type": UNREGISTER_BROKER, "clusterName": cluster, "brokerName": broker_name,
             "brokerId": broker_id, "brokerAddr": addr}
+
+
+def chunk_registration(event: Mapping[str, Any], max_message_bytes: int) -> list[dict[str, Any]]:
+    """Split a REGISTER_BROKER whose encoding exceeds `max_message_bytes` into chunks that each
+    fit: the same header (data version included) with `chunk` {index, count} and a disjoint
+    slice of topicConfigTable. The pipeline applies the registration once all chunks arrived.
+    A registration that fits is returned as it is."""
+    if event["type"] != REGISTER_BROKER:
+        raise ValueError(f"only REGISTER_BROKER can be chunked, not {event['type']}")
+    if len(encode(event)[1]) <= max_message_bytes:
+        return [dict(event)]
+    header = {k: v for k, v in event.items() if k != "topicConfigTable"}
+    # Room for the header, the chunk field at its widest, and the table's braces.
+    room = max_message_bytes - len(encode({**header, "topicConfigTable": {},
+                                           "chunk": {"index": MAX_CHUNKS, "count": MAX_CHUNKS}})[1])
+    slices: list[dict[str, Any]] = [{}]
+    used = 0
+    for name, cfg in event["topicConfigTable"].items():
+        size = len(json.dumps({name: cfg}, separators=(",", ":"))) - 1  # "name":{...} plus a comma
+        if size > room:
+            raise ValueError(f"topic {name} alone does not fit in a {max_message_bytes}-byte message")
+        if used + size > room and slices[-1]:
+            slices.append({})
+            used = 0
+        slices[-1][name] = cfg
+        used += size
+    if len(slices) > MAX_CHUNKS:
+        raise ValueError(f"registration needs {len(slices)} chunks, more than {MAX_CHUNKS}")
+    return [{**header, "topicConfigTable": tbl, "chunk": {"index": i, "count": len(slices)}}
+            for i, tbl in enumerate(slices)]
 
 
 def encode(event: Mapping[str, Any]) -> tuple[bytes, bytes]:

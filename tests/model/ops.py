@@ -27,12 +27,12 @@ def operations(names: list[str]) -> st.SearchStrategy:
     """One operation on broker groups `names` (fewer names = more interplay inside a group)."""
     name = st.sampled_from(names)
     register = st.builds(
-        lambda name, bid, slot, cluster, tps, base, counter, sv, acting, timeout, zone, filters: ("register", {
+        lambda name, bid, slot, cluster, tps, base, counter, sv, acting, timeout, zone, filters, chunked: ("register", {
             "name": name, "id": bid, "addr": addr(name, bid if slot is None else slot), "cluster": cluster,
             "counter": counter, "sv": sv,
             "topics": {**({"Base": ev.topic_config("Base")} if base else {}),
                        **{t: ev.topic_config(t, **q) for t, q in tps.items()}}, "acting": acting,
-            "timeout": timeout, "zone": zone, "filters": filters}),
+            "timeout": timeout, "zone": zone, "filters": filters, "chunked": chunked}),
         # slot None = the address usual for that id; repeated data versions make "unchanged" frequent
         name, st.integers(0, 2), st.sampled_from([None, None, None, 0, 1, 2]),
         st.sampled_from(["C1", "C1", "C1", "C2"]),
@@ -42,7 +42,9 @@ def operations(names: list[str]) -> st.SearchStrategy:
         st.sampled_from([1, 1, 1, 2]),
         st.sampled_from([0, 0, 0, 1, 2]),
         st.sampled_from([None, False, True, True]), st.sampled_from([1500, 4000, 8000, None]),
-        st.sampled_from([None, "z1"]), st.sampled_from([None, [], ["10.9.9.9:1"]]))
+        st.sampled_from([None, "z1"]), st.sampled_from([None, [], ["10.9.9.9:1"]]),
+        # chunked: published as one chunk per topic, split over two batches
+        st.sampled_from([False, False, True]))
     heartbeat = st.builds(lambda name, slot, cluster: ("heartbeat", {"name": name, "addr": addr(name, slot),
                                                                      "cluster": cluster}),
                           name, st.integers(0, 2), st.sampled_from(["C1", "C1", "C2"]))
@@ -106,3 +108,11 @@ def broker_event(kind: str, a: dict[str, Any], *, timestamp: int | None = None) 
     if timestamp is not None:
         e["timestamp"] = timestamp
     return e
+
+
+def published(kind: str, a: dict[str, Any], event: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the broker publishes for `event`: itself, or its chunks when the op says so."""
+    if kind != "register" or not a.get("chunked") or len(event["topicConfigTable"]) < 2:
+        return [event]
+    header = len(ev.encode({**event, "topicConfigTable": {}})[1])
+    return ev.chunk_registration(event, header + 160)  # room for about one topic per chunk

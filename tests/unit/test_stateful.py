@@ -40,7 +40,7 @@ def test_bad_records_become_dead_letters_and_valid_ones_still_apply():
     dead = [r for r in rows if r["tbl"] == DEAD_LETTER]
     assert [(d["offset"], d["raw"]) for d in dead] == [(1, b"garbage"), (3, recs[2]["value"])]
     assert "not JSON" in dead[0]["payload"] and "Kafka key" in dead[1]["payload"]
-    assert routing.GroupState.from_json(state).broker.addrs == {0: "10.0.0.1:1"}
+    assert routing.GroupState.from_parts(*state).broker.addrs == {0: "10.0.0.1:1"}
 
 
 def test_rejections_are_reported_and_leave_no_state():
