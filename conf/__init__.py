@@ -97,6 +97,11 @@ class Config:
         return self.data_dir / "admin-token"
 
 
+# Producer requests (32 MiB) and source fetches (64 MiB) are sized above every accepted record,
+# so an oversize record still arrives and is dead-lettered with its reason, never lost.
+MAX_MESSAGE_BYTES_CEILING = 16 * 1024 * 1024
+
+
 def load_config(environ: Mapping[str, str] | None = None, defaults_file: Path = DEFAULTS_FILE) -> Config:
     """Merge the defaults file with `NAMESRV_*` variables from `environ` (default: os.environ)."""
     env = os.environ if environ is None else environ
@@ -128,4 +133,7 @@ def load_config(environ: Mapping[str, str] | None = None, defaults_file: Path = 
                  "write_timeout_ms", "maintenance_interval_ms", "history_retention_ms"):
         if int(values[name]) <= 0:  # type: ignore[arg-type]
             raise ConfigError(f"{_SOURCES[name][2]} must be positive")
+    if int(values["max_message_bytes"]) > MAX_MESSAGE_BYTES_CEILING:  # type: ignore[arg-type]
+        raise ConfigError(f"NAMESRV_MAX_MESSAGE_BYTES must be at most {MAX_MESSAGE_BYTES_CEILING} "
+                          "(the producer's request and the source's fetch are sized above it)")
     return Config(**values)  # type: ignore[arg-type]

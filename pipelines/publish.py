@@ -4,25 +4,48 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from schemas.events import encode
+from schemas.events import REGISTER_BROKER, chunk_registration, encode
+
+# The producer's transport ceiling, above the event limit on purpose: a record the contract
+# refuses still reaches the topic (via publish_raw) and lands in dead_letter with its reason,
+# instead of vanishing in a producer error.
+_MAX_REQUEST_BYTES = 32 * 1024 * 1024
 
 
 class EventPublisher:
-    """A thin, synchronous producer: `publish` returns once every event is acknowledged."""
+    """A thin, synchronous producer: `publish` returns once every event is acknowledged.
 
-    def __init__(self, bootstrap: str, topic: str, *, max_request_size: int = 32 * 1024 * 1024) -> None:
+    `max_message_bytes` is the pipeline's per-record limit (NAMESRV_MAX_MESSAGE_BYTES): a
+    registration larger than that is published as chunks; any other event that large is
+    refused before anything is sent.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, *, max_message_bytes: int = 1024 * 1024,
+                 max_request_size: int = _MAX_REQUEST_BYTES) -> None:
         from kafka import KafkaProducer
         self.topic = topic
+        self.max_message_bytes = max_message_bytes
         self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5,
                                        max_request_size=max_request_size, request_timeout_ms=10_000,
                                        max_block_ms=10_000, bootstrap_timeout_ms=10_000,
                                        delivery_timeout_ms=20_000)
 
     def publish(self, events: Iterable[Mapping[str, Any]]) -> list[tuple[int, int]]:
-        """Send events in order; returns their (partition, offset) coordinates."""
-        futures = [self._producer.send(self.topic, key=k, value=v) for k, v in map(encode, events)]
+        """Send events in order; returns their (partition, offset) coordinates (one per record:
+        a chunked registration yields one per chunk)."""
+        records = [r for e in events for r in self._records(e)]
+        futures = [self._producer.send(self.topic, key=k, value=v) for k, v in records]
         self._producer.flush()
         return [(m.partition, m.offset) for m in (f.get(timeout=15) for f in futures)]
+
+    def _records(self, event: Mapping[str, Any]) -> list[tuple[bytes, bytes]]:
+        key, value = encode(event)
+        if len(value) <= self.max_message_bytes:
+            return [(key, value)]
+        if event["type"] == REGISTER_BROKER:
+            return [encode(c) for c in chunk_registration(event, self.max_message_bytes)]
+        raise ValueError(f"{event['type']} of {len(value)} bytes exceeds the {self.max_message_bytes}-byte "
+                         "message limit (NAMESRV_MAX_MESSAGE_BYTES)")
 
     def publish_raw(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> list[tuple[int, int]]:
         """Send raw (key, value) records as they are: for tests that need malformed input."""

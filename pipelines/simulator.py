@@ -66,7 +66,7 @@ def run(cfg: Config, *, brokers: int, topics: int, slaves: int, period_s: float,
     members = fleet(brokers, slaves)
     table = topic_table(topics)
     sent = {"registrations": 0, "heartbeats": 0}
-    with EventPublisher(cfg.bootstrap, cfg.kafka_topic) as pub:
+    with EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes) as pub:
         pub.publish(registrations(members, table, 1, timeout_ms))
         sent["registrations"] += len(members)
         print(f"registered {len(members)} broker(s) in {brokers} group(s), {len(table)} topic(s) each", flush=True)

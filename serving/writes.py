@@ -57,7 +57,7 @@ def _publisher():
             if pub is None:
                 from pipelines.publish import EventPublisher
                 cfg: Config = current_app.config["NAMESRV"]
-                pub = EventPublisher(cfg.bootstrap, cfg.kafka_topic)
+                pub = EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes)
                 current_app.extensions[PUBLISHER] = pub
     return pub
 

@@ -40,7 +40,7 @@ class Pipeline:
         from pipelines.kafka_source import ensure_topic
         from pipelines.publish import EventPublisher
         ensure_topic(self.cfg.bootstrap, self.cfg.kafka_topic, self.cfg.kafka_partitions)
-        self.publisher = EventPublisher(self.cfg.bootstrap, self.cfg.kafka_topic)
+        self.publisher = EventPublisher(self.cfg.bootstrap, self.cfg.kafka_topic, max_message_bytes=self.cfg.max_message_bytes)
 
     # -- lifecycle
     def start_job(self) -> "Pipeline":
