@@ -51,9 +51,26 @@ def build_spark(cfg: Config, app_name: str = "namesrv"):
              .config("spark.python.worker.reuse", "true")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    if not cfg.spark_master.startswith("local"):
+        # Executors elsewhere need our modules (the step and the source are pickled by reference).
+        spark.sparkContext.addPyFile(str(code_archive(cfg.data_dir)))
     _quiet_accumulator_server()
     spark.dataSource.register(kafka_source.KafkaEventSource)
     return spark
+
+
+def code_archive(data_dir: Path) -> Path:
+    """A zip of the packages executors import (conf, schemas, pipelines), rebuilt per start."""
+    import zipfile
+    root = Path(__file__).resolve().parent.parent
+    data_dir.mkdir(parents=True, exist_ok=True)
+    target = data_dir / "namesrv-code.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as z:
+        for package in ("conf", "schemas", "pipelines"):
+            for f in sorted((root / package).rglob("*")):
+                if f.is_file() and "__pycache__" not in f.parts:
+                    z.write(f, f.relative_to(root).as_posix())
+    return target
 
 
 def _quiet_accumulator_server() -> None:
