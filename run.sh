@@ -4,6 +4,7 @@
 #   ./run.sh test [args]     set up, then run the test suite (args go to pytest)
 #   ./run.sh simulate ...    publish a simulated broker fleet (--brokers N --topics M [--slaves K] [--period S])
 #   ./run.sh soak [--minutes N]  long run: a churning 1,000-broker fleet, RSS/lag/open-time table
+#   ./run.sh bench [--quick]     benchmark suite (needs Debian's wrk, etcd-server, etcd-client); writes BENCHMARKS.md
 #   ./run.sh setup           only create/refresh the virtualenv
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
@@ -46,6 +47,23 @@ setup() {
   export SPARK_LOCAL_IP=127.0.0.1
 }
 
+# The benchmark's load generator and peer registry come from Debian; installed when missing and
+# this user may (root, apt-get present), otherwise a clear message.
+bench_tools() {
+  local missing=()
+  command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+  command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+  command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "run.sh: installing ${missing[*]} (Debian packages) for the benchmarks" >&2
+    { apt-get install -y "${missing[@]}" || { apt-get update && apt-get install -y "${missing[@]}"; }; } \
+      >"$VENV/apt.log" 2>&1 || die "apt-get install ${missing[*]} failed; see $VENV/apt.log"
+  else
+    die "the benchmarks need ${missing[*]}: apt-get install ${missing[*]}"
+  fi
+}
+
 cmd="${1:-run}"
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -53,7 +71,8 @@ case "$cmd" in
   test)     setup; exec "$VENV/bin/python" -m pytest "$@" ;;
   simulate) setup; exec "$VENV/bin/python" -m pipelines.simulator "$@" ;;
   soak)     setup; exec "$VENV/bin/python" -m tests.soak "$@" ;;
+  bench)    setup; bench_tools; exec "$VENV/bin/python" -m bench "$@" ;;
   setup)    setup; echo "run.sh: ready ($VENV)" ;;
-  -h|--help|help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//' ;;
+  -h|--help|help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown command '$cmd' (try: ./run.sh, ./run.sh test, ./run.sh simulate --help)" ;;
 esac

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
@@ -41,6 +41,28 @@ def _consumer(bootstrap: str):
                          max_partition_fetch_bytes=_FETCH_BYTES, fetch_max_bytes=_FETCH_BYTES,
                          request_timeout_ms=10_000,
                          consumer_timeout_ms=1000)
+
+
+# One consumer per bootstrap in each Python worker process, kept across tasks (Spark reuses its
+# workers): connecting and fetching metadata per partition per micro-batch was most of the
+# source's cost. Process-local and rebuilt after any error, so it holds no state that matters.
+_READERS: dict[str, Any] = {}
+
+
+def _reader_consumer(bootstrap: str):
+    c = _READERS.get(bootstrap)
+    if c is None:
+        c = _READERS[bootstrap] = _consumer(bootstrap)
+    return c
+
+
+def _drop_reader_consumer(bootstrap: str) -> None:
+    c = _READERS.pop(bootstrap, None)
+    if c is not None:
+        try:
+            c.close()
+        except Exception:  # closing a broken connection must not hide the original error
+            pass
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int, wait_s: float = 60.0) -> int:
@@ -212,15 +234,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         from kafka import TopicPartition
         from kafka.errors import KafkaError
         tp = TopicPartition(self.topic, partition.partition)
-        c = _consumer(self.bootstrap)
+        c = _reader_consumer(self.bootstrap)
+        ok = False
         try:
-            end = true_end(c, tp, c.end_offsets([tp])[tp])
-            if end < partition.end:
-                # Planned before the broker lost its log (memory storage restarted): those records
-                # are gone; the next batch notices the reset and reads the new log from its start.
-                log.warning("%s[%d]: offsets %d..%d are gone (log end is now %d); skipped", self.topic,
-                            partition.partition, partition.start, partition.end, end)
-                return
             c.assign([tp])
             c.seek(tp, partition.start)
             nxt = partition.start
@@ -235,11 +251,23 @@ class KafkaStreamReader(DataSourceStreamReader):
                 except KafkaError:
                     time.sleep(0.5)
                     continue
+                if not records:
+                    # Nothing where records were planned: has the broker lost its log (memory
+                    # storage restarted)? Checked only here, so a normal read costs no extra requests.
+                    end = true_end(c, tp, c.end_offsets([tp])[tp])
+                    if end < partition.end:
+                        log.warning("%s[%d]: offsets %d..%d are gone (log end is now %d); skipped", self.topic,
+                                    partition.partition, nxt, partition.end, end)
+                        ok = True
+                        return
+                    c.seek(tp, nxt)
                 for rec in records:
                     if rec.offset < nxt or rec.offset >= partition.end:
                         continue
                     key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
                     yield (partition.partition, rec.offset, rec.timestamp, key, rec.value)
                     nxt = rec.offset + 1
+            ok = True
         finally:
-            c.close()
+            if not ok:  # an error or an abandoned read: start the next one on a fresh connection
+                _drop_reader_consumer(self.bootstrap)

@@ -1,0 +1,162 @@
+"""Measurements against a running System. Every loop is bounded (counts or deadlines)."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from typing import Any
+
+from bench.system import System, cpu_seconds
+from schemas import events as ev
+
+CLUSTER = "BenchCluster"
+
+
+def addr(g: int, bid: int = 0) -> str:
+    return f"127.0.0.1:{20000 + (g % 20000) * 2 + bid}"
+
+
+def registration(g: int, topics: int, *, prefix: str = "bench", topic_prefix: str = "BenchTopic",
+                 timeout_ms: int | None = None) -> dict[str, Any]:
+    names = [f"{topic_prefix}-{g}-{i}" for i in range(topics)]
+    return ev.register_broker_event(cluster=CLUSTER, broker_name=f"{prefix}-{g}", broker_id=0, addr=addr(g),
+                                    topics={n: ev.topic_config(n, read=4, write=4) for n in names},
+                                    timeout_ms=timeout_ms)
+
+
+def heartbeat(g: int, prefix: str = "bench") -> dict[str, Any]:
+    return ev.heartbeat_event(cluster=CLUSTER, broker_name=f"{prefix}-{g}", broker_id=0, addr=addr(g))
+
+
+def percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))]
+
+
+def register_fleet(sys_: System, groups: int, topics: int) -> None:
+    for start in range(0, groups, 200):
+        sys_.publish([registration(g, topics) for g in range(start, min(groups, start + 200))])
+
+
+class Fleet:
+    """`groups` registered brokers heartbeating every `period_s`, spread evenly over the period
+    (as a real fleet is), from a background thread."""
+
+    def __init__(self, sys_: System, groups: int, *, topics: int = 2, period_s: float = 30.0,
+                 register: bool = True) -> None:
+        self.sys, self.groups, self.period = sys_, groups, period_s
+        if register:
+            register_fleet(sys_, groups, topics)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "Fleet":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        tick, g = 0.5, 0
+        per_tick = max(1, round(self.groups * tick / self.period))
+        while not self._stop.wait(tick):
+            batch = [heartbeat((g + i) % self.groups) for i in range(per_tick)]
+            g = (g + per_tick) % self.groups
+            self.sys.publish(batch)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def freshness(sys_: System, probes: int) -> dict[str, Any]:
+    """REGISTER_BROKER published → its topic's route served (polled every 10 ms)."""
+    latencies = []
+    for i in range(probes):
+        topic = f"FreshTopic-{i}-0"
+        t0 = time.monotonic()
+        sys_.publish([registration(i, 1, prefix="fresh", topic_prefix="FreshTopic") | {
+            "topicConfigTable": {topic: ev.topic_config(topic), "FreshBase": ev.topic_config("FreshBase")}}])
+        deadline = t0 + 30
+        while sys_.route_status(topic) != 200:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic} not served after 30 s")
+            time.sleep(0.01)
+        latencies.append(time.monotonic() - t0)
+        time.sleep(0.37)  # de-phase from the trigger
+    return {"p50_s": statistics.median(latencies), "p99_s": percentile(latencies, 99), "max_s": max(latencies),
+            "n": len(latencies)}
+
+
+def expiry(sys_: System, brokers: int, timeout_ms: int = 5000) -> dict[str, Any]:
+    """Brokers heartbeat once then fall silent; overshoot = removal served − (last heartbeat + timeout)."""
+    topics = [f"ExpTopic-{i}-0" for i in range(brokers)]
+    sys_.publish([registration(i, 1, prefix="exp", topic_prefix="ExpTopic", timeout_ms=timeout_ms) | {
+        "topicConfigTable": {topics[i]: ev.topic_config(topics[i]), "ExpBase": ev.topic_config("ExpBase")}}
+        for i in range(brokers)])
+    deadline = time.monotonic() + 30
+    while any(sys_.route_status(t) != 200 for t in topics):
+        if time.monotonic() > deadline:
+            raise TimeoutError("expiry probes were not registered")
+        time.sleep(0.05)
+    sys_.publish([heartbeat(i, prefix="exp") for i in range(brokers)])
+    last_beat = time.monotonic()  # acknowledged: the record time is at or before this
+    gone: dict[str, float] = {}
+    deadline = last_beat + timeout_ms / 1000 + 60
+    while len(gone) < brokers and time.monotonic() < deadline:
+        for t in topics:
+            if t not in gone and sys_.route_status(t) == 404:
+                gone[t] = time.monotonic()
+        time.sleep(0.02)
+    if len(gone) < brokers:
+        raise TimeoutError(f"{brokers - len(gone)} silent brokers were never expired")
+    over = [g - last_beat - timeout_ms / 1000 for g in gone.values()]
+    return {"p50_s": statistics.median(over), "max_s": max(over), "n": brokers, "timeout_ms": timeout_ms}
+
+
+def idle_cost(sys_: System, seconds: float) -> dict[str, Any]:
+    """CPU of the job's processes (driver, JVM, Python workers) per wall second, as % of one core."""
+    pids = sys_.job_pids()
+    c0, t0 = cpu_seconds(pids), time.monotonic()
+    time.sleep(seconds)
+    c1, t1 = cpu_seconds(pids), time.monotonic()
+    return {"core_pct": 100 * (c1 - c0) / (t1 - t0), "seconds": round(t1 - t0, 1)}
+
+
+def ingestion_step(sys_: System, groups: int, rate: int, seconds: float) -> dict[str, Any]:
+    """Heartbeats at `rate`/s for `seconds`; lag sampled each second. Sustained = the backlog in
+    the second half stays under 3 s of input and drains within 15 s afterwards."""
+    tick = 0.1
+    per_tick = max(1, round(rate * tick))
+    lags: list[int] = []
+    g = 0
+    start = time.monotonic()
+    next_tick, next_sample = start, start + 1
+    sent0 = sys_.sent
+    while time.monotonic() - start < seconds:
+        now = time.monotonic()
+        if now >= next_tick:
+            sys_.publish([heartbeat((g + i) % groups) for i in range(per_tick)])
+            g = (g + per_tick) % groups
+            next_tick += tick
+        if now >= next_sample:
+            lags.append(sys_.lag())
+            next_sample += 1
+        time.sleep(max(0.0, min(next_tick, next_sample) - time.monotonic()))
+    achieved = (sys_.sent - sent0) / (time.monotonic() - start)
+    try:
+        drain = sys_.wait_consumed(timeout_s=15)
+    except TimeoutError:
+        drain = None
+    second_half = lags[len(lags) // 2:] or [0]
+    sustained = drain is not None and max(second_half) <= 3 * rate and achieved >= 0.95 * rate
+    return {"rate": rate, "achieved": round(achieved), "max_lag": max(lags or [0]),
+            "late_lag": max(second_half), "drain_s": drain, "sustained": sustained}
+
+
+def wait_topic(sys_: System, topic: str, timeout_s: float = 300) -> float:
+    t0 = time.monotonic()
+    while sys_.route_status(topic) != 200:
+        if time.monotonic() - t0 > timeout_s:
+            raise TimeoutError(f"{topic} not served after {timeout_s:.0f} s")
+        time.sleep(0.1)
+    return time.monotonic() - t0

@@ -1,0 +1,104 @@
+"""Benchmarks without Spark: the state step's cost per group (scale sweep), and the serving
+side's snapshot refresh over a warehouse written by the real sink."""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.probes import heartbeat, registration
+from pipelines.routing import RoutingConfig
+from pipelines.sink import DeltaSink
+from pipelines.stateful import StepConfig, run_group
+from schemas import events as ev
+from serving.snapshot import SnapshotReader, SnapshotStore
+
+CFG = StepConfig(RoutingConfig(), max_message_bytes=16 << 20, max_clock_skew_ms=10**12)
+
+
+def _records(events: list[dict[str, Any]], now: int) -> list[dict[str, Any]]:
+    out = []
+    for i, e in enumerate(events):
+        key, value = ev.encode(e)
+        out.append({"partition": 0, "offset": i, "timestamp": now, "key": key.decode(), "value": value})
+    return out
+
+
+def step_costs(groups: int, topics: int, *, sample: int = 200) -> dict[str, Any]:
+    """CPU per group call for a registration and for a heartbeat (the state read back from its
+    stored form each time, as Spark hands it over). Measured on `sample` groups, scaled."""
+    now = 1_700_000_000_000
+    n = min(groups, sample)
+    states, reg_s = [], 0.0
+    for g in range(n):
+        recs = _records([registration(g, topics)], now)
+        t0 = time.process_time()
+        state, _, _ = run_group(f"bench-{g}", recs, None, now, CFG)
+        reg_s += time.process_time() - t0
+        states.append(state)
+    hb_s = 0.0
+    for g, state in enumerate(states):
+        recs = _records([heartbeat(g)], now + 1000)
+        t0 = time.process_time()
+        run_group(f"bench-{g}", recs, state, now + 1000, CFG)
+        hb_s += time.process_time() - t0
+    return {"groups": groups, "topics": topics, "register_ms_per_group": 1000 * reg_s / n,
+            "heartbeat_ms_per_group": 1000 * hb_s / n,
+            "heartbeat_round_s": hb_s / n * groups, "state_bytes": sum(len(s[0]) + len(s[1]) for s in states) // n}
+
+
+def write_warehouse(root: Path, groups: int, topics: int) -> Path:
+    """A warehouse whose topic_queue holds groups × topics rows, written by the real sink."""
+    sink = DeltaSink(root / "delta", root / "checkpoint", retention_ms=7 * 86_400_000, maintenance_interval_ms=10**12)
+    sink.ensure_tables()
+    now = int(time.time() * 1000)
+    batch: list[dict[str, Any]] = []
+    batch_id = 0
+    for g in range(groups):
+        _, _, rows = run_group(f"bench-{g}", _records([registration(g, topics)], now), None, now, CFG)
+        batch.extend(r for r in rows if r["tbl"] != "route_changes")
+        if len(batch) > 4 * 2000 or g == groups - 1:
+            sink.commit(batch_id, batch, {"0": g + 1}, g + 1)
+            batch, batch_id = [], batch_id + 1
+    return root / "delta"
+
+
+def snapshot_refresh(groups: int, topics: int) -> dict[str, Any]:
+    """Time to load the newest cut with groups × topics queue rows, and the worst lookup latency
+    seen by a reader thread while it loads (lookups only dereference the current snapshot)."""
+    root = Path(tempfile.mkdtemp(prefix="bench-refresh-"))
+    t0 = time.monotonic()
+    warehouse = write_warehouse(root, groups, topics)
+    write_s = time.monotonic() - t0
+    store = SnapshotStore(SnapshotReader(warehouse), 3600.0)
+    worst = [0.0]
+    lookups = [0]
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            t = time.perf_counter()
+            store.current.topics.get("BenchTopic-0-0")
+            worst[0] = max(worst[0], time.perf_counter() - t)
+            lookups[0] += 1
+            time.sleep(0.0005)
+
+    th = threading.Thread(target=reader, daemon=True)
+    th.start()
+    times = []
+    for _ in range(3):
+        store_fresh = SnapshotStore(SnapshotReader(warehouse), 3600.0)
+        t = time.monotonic()
+        store_fresh.refresh()
+        times.append(time.monotonic() - t)
+    t = time.monotonic()
+    store.refresh()  # the store the reader thread is using
+    times.append(time.monotonic() - t)
+    stop.set()
+    th.join()
+    rows = sum(len(q) for q in store.current.topics.values())
+    return {"rows": rows, "refresh_ms": 1000 * min(times), "refresh_ms_max": 1000 * max(times),
+            "worst_lookup_ms": 1000 * worst[0], "lookups_during": lookups[0], "write_s": write_s}

@@ -1,0 +1,131 @@
+"""The system under measurement: what `./run.sh` starts (launcher → Tansu, job, HTTP server) on
+free loopback ports in a scratch directory, plus the probes' instruments (CPU, RSS, lag)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from conf import Config, load_config
+from pipelines.publish import EventPublisher
+from schemas.progress import read_progress
+from tests.harness import free_port
+from tests.procs import processes, tree
+
+ROOT = Path(__file__).resolve().parent.parent
+JOB_ROLES = ("job", "job-jvm", "py-worker")
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """utime + stime of live processes (Spark reuses its Python workers, so none come and go)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / _TICKS
+
+
+class System:
+    """Context manager; `env` overrides NAMESRV_* settings for this run."""
+
+    def __init__(self, **env: str) -> None:
+        self.data = Path(tempfile.mkdtemp(prefix="namesrv-bench-"))
+        self.env = {**os.environ, "NAMESRV_DATA_DIR": str(self.data), "NAMESRV_KAFKA_BOOTSTRAP": "",
+                    "NAMESRV_KAFKA_EMBEDDED_PORT": str(free_port()), "NAMESRV_HTTP_PORT": str(free_port()),
+                    "NAMESRV_ADMIN_TOKEN": "bench", **env}
+        self.cfg: Config = load_config(self.env)
+        self.url = f"http://127.0.0.1:{self.cfg.http_port}"
+        self.launcher: subprocess.Popen | None = None
+        self.pub: EventPublisher | None = None
+        self.sent = 0
+        self.http = requests.Session()
+
+    def __enter__(self) -> "System":
+        log = open(self.data / "launcher.log", "wb")
+        self.launcher = subprocess.Popen([sys.executable, "-m", "pipelines.launcher"], cwd=ROOT, env=self.env,
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 180
+        while read_progress(self.cfg.warehouse) is None:  # the job has run a batch
+            if time.monotonic() > deadline or self.launcher.poll() is not None:
+                raise RuntimeError(f"the system did not start; see {self.data / 'launcher.log'}")
+            time.sleep(0.5)
+        while True:
+            try:
+                if self.http.get(self.url + "/healthz", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the HTTP server did not answer")
+            time.sleep(0.3)
+        self.pub = EventPublisher(self.cfg.bootstrap, self.cfg.kafka_topic,
+                                  max_message_bytes=self.cfg.max_message_bytes)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pub is not None:
+            self.pub.close()
+        if self.launcher is not None and self.launcher.poll() is None:
+            self.launcher.send_signal(signal.SIGTERM)
+            try:
+                self.launcher.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.launcher.pid, signal.SIGKILL)
+                self.launcher.wait(timeout=10)
+        shutil.rmtree(self.data, ignore_errors=True)
+
+    # -- I/O
+    def publish(self, events: list[dict[str, Any]]) -> list[tuple[int, int]]:
+        coords = self.pub.publish(events)
+        self.sent += len(coords)
+        return coords
+
+    def route_status(self, topic: str) -> int:
+        return self.http.get(f"{self.url}/topics/{topic}/route", timeout=10).status_code
+
+    def consumed(self) -> int:
+        progress = read_progress(self.cfg.warehouse) or {}
+        return sum(progress.get("sourceOffsets", {}).values())
+
+    def lag(self) -> int:
+        return self.sent - self.consumed()
+
+    def wait_consumed(self, timeout_s: float = 300) -> float:
+        started = time.monotonic()
+        while self.lag() > 0:
+            if time.monotonic() - started > timeout_s:
+                raise TimeoutError(f"lag still {self.lag()} after {timeout_s:.0f} s")
+            time.sleep(0.2)
+        return time.monotonic() - started
+
+    # -- instruments
+    def job_pids(self) -> list[int]:
+        return [p.pid for p in tree(self.launcher.pid) if p.role in JOB_ROLES]
+
+    def rss_mib(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for p in tree(self.launcher.pid):
+            out[p.role] = out.get(p.role, 0.0) + p.rss_kib / 1024
+        return out
+
+
+def machine() -> dict[str, Any]:
+    mem_kib = int(next(line for line in Path("/proc/meminfo").read_text().splitlines()
+                       if line.startswith("MemTotal")).split()[1])
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "unknown")
+    return {"cores": os.cpu_count(), "memory_gib": round(mem_kib / 1024 / 1024, 1), "cpu": model,
+            "python": sys.version.split()[0], "others_running": len(processes())}
