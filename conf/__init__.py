@@ -29,6 +29,7 @@ _SOURCES: dict[str, tuple[str, str, str]] = {
     "broker_timeout_ms": ("job", "broker_timeout_ms", "NAMESRV_BROKER_TIMEOUT_MS"),
     "max_clock_skew_ms": ("job", "max_clock_skew_ms", "NAMESRV_MAX_CLOCK_SKEW_MS"),
     "live_flush_ms": ("job", "live_flush_ms", "NAMESRV_LIVE_FLUSH_MS"),
+    "heartbeat_defer_ms": ("job", "heartbeat_defer_ms", "NAMESRV_HEARTBEAT_DEFER_MS"),
     "maintenance_interval_ms": ("job", "maintenance_interval_ms", "NAMESRV_MAINTENANCE_INTERVAL_MS"),
     "history_retention_ms": ("job", "history_retention_ms", "NAMESRV_HISTORY_RETENTION_MS"),
     "delete_topic_with_broker_registration": ("job", "delete_topic_with_broker_registration",
@@ -61,6 +62,7 @@ class Config:
     broker_timeout_ms: int
     max_clock_skew_ms: int
     live_flush_ms: int
+    heartbeat_defer_ms: int
     maintenance_interval_ms: int
     history_retention_ms: int
     delete_topic_with_broker_registration: bool

@@ -49,6 +49,10 @@ def build_spark(cfg: Config, app_name: str = "namesrv"):
              .config("spark.sql.streaming.stateStore.providerClass",
                      "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider")
              .config("spark.python.worker.reuse", "true")
+             # Batches run when the source admits one (new records, a due timeout, a tick); see
+             # kafka_source.KafkaStreamReader._admit. Spark's own no-data batches would run
+             # every trigger, because ProcessingTimeTimeout always asks for another batch.
+             .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     if not cfg.spark_master.startswith("local"):
@@ -105,7 +109,9 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None)
     raw = (spark.readStream.format(kafka_source.SOURCE_NAME)
            .option("bootstrap", cfg.bootstrap).option("topic", cfg.kafka_topic)
            .option("partitions", str(cfg.kafka_partitions))
-           .option("maxRecordsPerBatch", str(cfg.max_records_per_batch)).load())
+           .option("maxRecordsPerBatch", str(cfg.max_records_per_batch))
+           .option("heartbeatDeferMs", str(cfg.heartbeat_defer_ms))
+           .option("progressDir", str(cfg.warehouse)).load())
     out = (raw.groupBy(col("key"))
            .applyInPandasWithState(step, OUTPUT_SCHEMA, STATE_SCHEMA, "append",
                                    GroupStateTimeout.ProcessingTimeTimeout))

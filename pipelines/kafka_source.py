@@ -16,10 +16,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+from schemas.events import TYPE_HEADER
+from schemas.progress import read_progress
 
 SOURCE_NAME = "namesrv_kafka"
 RAW_SCHEMA = "partition int, offset long, timestamp long, key string, value binary"
@@ -47,6 +51,12 @@ def _consumer(bootstrap: str):
 # workers): connecting and fetching metadata per partition per micro-batch was most of the
 # source's cost. Process-local and rebuilt after any error, so it holds no state that matters.
 _READERS: dict[str, Any] = {}
+
+# The virtual offset that lets a batch run without new records (see KafkaStreamReader._admit),
+# and the record header producers set on heartbeats so the source may let them wait.
+TICK = "tick"
+HEARTBEAT_HEADER = TYPE_HEADER
+_SCAN_LIMIT = 5000
 
 
 def _reader_consumer(bootstrap: str):
@@ -122,14 +132,20 @@ class KafkaEventSource(DataSource):
 
 class KafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: dict[str, str]) -> None:
+        options = {k.lower(): v for k, v in options.items()}  # Spark hands option names over lower-cased
         self.bootstrap = options["bootstrap"]
         self.topic = options["topic"]
         self.create_partitions = int(options.get("partitions", "2"))
-        self.max_records = int(options.get("maxRecordsPerBatch", "20000"))
+        self.max_records = int(options.get("maxrecordsperbatch", "20000"))
         self._consumer = None
         self._ends: dict[int, tuple[int, int]] = {}  # partition -> (reported end, true end)
         self._regressed: set[int] = set()
         self._unavailable = False
+        # Batch admission (see `_admit`): heartbeats may wait up to defer_ms for company.
+        self.defer_ms = int(options.get("heartbeatdeferms", "0"))
+        self.progress_dir = options.get("progressdir")
+        self._last_run = 0.0
+        self._scan: dict[int, tuple[int, int, bool, int | None]] = {}  # p -> (from, scanned to, urgent, oldest ts)
 
     # -- driver side
     def _tps(self):
@@ -150,7 +166,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict:
         ensure_topic(self.bootstrap, self.topic, self.create_partitions)
         begins = self._client().beginning_offsets(self._tps())
-        return {str(tp.partition): off for tp, off in begins.items()}
+        return {**{str(tp.partition): off for tp, off in begins.items()}, TICK: 0}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_records)
@@ -190,8 +206,77 @@ class KafkaStreamReader(DataSourceStreamReader):
             out[str(p)] = end if budget is None or end <= s else min(end, s + budget)
         # A partition that vanished keeps its position; the engine requires monotone offsets.
         for p, off in start.items():
-            out.setdefault(p, off)
+            if p != TICK:
+                out.setdefault(p, off)
+        return self._admit(start, out)
+
+    def _admit(self, start: dict, out: dict) -> dict:
+        """Decide whether this trigger runs a batch, given the offsets it could read up to.
+
+        The job disables Spark's no-data batches, so a batch runs only when the returned offsets
+        differ from `start`. One runs when a record other than a heartbeat waits (registrations
+        and writes are served at the next trigger), when the oldest waiting heartbeat has waited
+        `defer_ms`, when the earliest group timeout the sink reported (`nextDeadline`) is due, or
+        after `defer_ms` without a batch (bounds expiry after a restart, when the sink has not
+        heard every group's timeout yet). A batch without new records bumps the virtual TICK
+        offset, which reads nothing but lets Spark run the group timeouts. With defer_ms = 0
+        every trigger runs a batch, as Spark's own no-data batches would.
+        """
+        tick = int(start.get(TICK, 0))
+        out[TICK] = tick
+        now = time.time() * 1000
+        pending = {int(p): (int(start.get(p, 0)), int(e)) for p, e in out.items()
+                   if p != TICK and int(e) != int(start.get(p, 0))}
+        run = self.defer_ms <= 0 or now - self._last_run >= self.defer_ms
+        if not run and pending:
+            urgent, oldest = self._scan_pending(pending)
+            run = urgent or (oldest is not None and now - oldest >= self.defer_ms)
+        if not run and self.progress_dir:
+            progress = read_progress(Path(self.progress_dir)) or {}
+            deadline = progress.get("nextDeadline")
+            run = deadline is not None and now >= deadline
+        if not run:
+            return dict(start)
+        if not pending:
+            out[TICK] = tick + 1
+        self._last_run = now
+        self._scan.clear()
         return out
+
+    def _scan_pending(self, pending: dict[int, tuple[int, int]]) -> tuple[bool, int | None]:
+        """(any waiting record is not a heartbeat, record time of the oldest waiting heartbeat).
+        Records are looked at once (the scan resumes where it stopped); a range that went
+        backwards (log reset) or is too long to be worth scanning counts as urgent."""
+        from kafka import TopicPartition
+        urgent_any, oldest_all = False, None
+        for p, (s, e) in sorted(pending.items()):
+            if e < s or e - s > _SCAN_LIMIT:
+                return True, None
+            frm, upto, urgent, oldest = self._scan.get(p, (s, s, False, None))
+            if frm != s:  # a batch consumed part of it since: start over
+                frm, upto, urgent, oldest = s, s, False, None
+            if upto < e and not urgent:
+                c = self._client()
+                tp = TopicPartition(self.topic, p)
+                c.assign([tp])
+                c.seek(tp, upto)
+                deadline = time.monotonic() + 2
+                while upto < e and not urgent and time.monotonic() < deadline:
+                    for rec in c.poll(timeout_ms=200, max_records=_SCAN_LIMIT).get(tp, []):
+                        if rec.offset < upto or rec.offset >= e:
+                            continue
+                        if not any(k == HEARTBEAT_HEADER and v == b"BROKER_HEARTBEAT" for k, v in rec.headers or ()):
+                            urgent = True
+                            break
+                        oldest = rec.timestamp if oldest is None else min(oldest, rec.timestamp)
+                        upto = rec.offset + 1
+                if upto < e and not urgent:
+                    urgent = True  # could not look at everything in time: do not hold records back
+            self._scan[p] = (frm, upto, urgent, oldest)
+            urgent_any = urgent_any or urgent
+            if oldest is not None:
+                oldest_all = oldest if oldest_all is None else min(oldest_all, oldest)
+        return urgent_any, oldest_all
 
     def _ends_now(self) -> dict[int, int]:
         tps = self._tps()
@@ -209,6 +294,8 @@ class KafkaStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict):
         ranges = []
         for p, e in sorted(end.items()):
+            if p == TICK:
+                continue
             s, e = int(start.get(p, 0)), int(e)
             if e < s:  # reset log: everything it holds now is new
                 s = self._beginning(int(p))

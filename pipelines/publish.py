@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from schemas.events import REGISTER_BROKER, chunk_registration, encode
+from schemas.events import REGISTER_BROKER, TYPE_HEADER, chunk_registration, encode
 
 # The producer's transport ceiling, above the event limit on purpose: a record the contract
 # refuses still reaches the topic (via publish_raw) and lands in dead_letter with its reason,
@@ -33,8 +33,10 @@ class EventPublisher:
     def publish(self, events: Iterable[Mapping[str, Any]]) -> list[tuple[int, int]]:
         """Send events in order; returns their (partition, offset) coordinates (one per record:
         a chunked registration yields one per chunk)."""
-        records = [r for e in events for r in self._records(e)]
-        futures = [self._producer.send(self.topic, key=k, value=v) for k, v in records]
+        records = [(r, e["type"]) for e in events for r in self._records(e)]
+        # The type header lets the source tell heartbeats (which may wait) from everything else.
+        futures = [self._producer.send(self.topic, key=k, value=v, headers=[(TYPE_HEADER, etype.encode())])
+                   for (k, v), etype in records]
         self._producer.flush()
         return [(m.partition, m.offset) for m in (f.get(timeout=15) for f in futures)]
 

@@ -21,7 +21,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
-from pipelines.stateful import DEAD_LETTER, REJECTED
+from pipelines.stateful import DEADLINE, DEAD_LETTER, REJECTED
 from schemas import tables as t
 from schemas.progress import write_progress
 
@@ -37,6 +37,7 @@ class BatchPlan:
     changes: list[dict[str, Any]] = field(default_factory=list)  # route_changes rows, in order
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
+    deadlines: dict[str, int | None] = field(default_factory=dict)  # group -> next timeout (None: none)
 
     @property
     def changes_state(self) -> bool:
@@ -54,6 +55,8 @@ def plan_batch(rows: Iterable[dict[str, Any]], batch_id: int, now_ms: int) -> Ba
                 "offset": r["offset"], "kafkaTimestamp": r["kafkaTimestamp"], "batchId": batch_id, "time": now_ms})
         elif tbl == REJECTED:
             plan.rejected.append(f"{r['grp']}: {r['payload']}")
+        elif tbl == DEADLINE:
+            plan.deadlines[r["grp"]] = int(r["payload"]) if r["payload"] else None
         elif tbl == t.ROUTE_CHANGES.name:
             plan.changes.extend(json.loads(r["payload"]))
         else:
@@ -85,6 +88,10 @@ class DeltaSink:
         self._handles: dict[str, DeltaTable] = {}
         self._latest_snapshot: int | None = None
         self._force_snapshot = False  # after maintenance: re-point the newest cut at compacted versions
+        # group -> its next Spark timeout, as the step last reported it; the minimum is published
+        # in _progress.json so the source can schedule a batch for it. Lost on restart (the
+        # source then falls back to its bounded idle interval until groups report again).
+        self._deadlines: dict[str, int] = {}
 
     def path(self, table: t.TableDef) -> str:
         return str(self.warehouse / table.name)
@@ -155,10 +162,16 @@ class DeltaSink:
             self._force_snapshot = False
             log.info("batch %d: %d record(s), tables %s, %d change(s), %.0f ms", batch_id, consumed,
                      ",".join(sorted(plan.replace)) or "-", len(plan.changes), (time.time() - started) * 1000)
+        for group, deadline in plan.deadlines.items():
+            if deadline is None:
+                self._deadlines.pop(group, None)
+            else:
+                self._deadlines[group] = deadline
         self.fault("before:progress")
         write_progress(self.warehouse, {"batchId": batch_id, "snapshotId": self._latest_snapshot,
                                         "sourceOffsets": offsets, "time": int(time.time() * 1000),
-                                        "eventCount": consumed})
+                                        "eventCount": consumed,
+                                        "nextDeadline": min(self._deadlines.values(), default=None)})
 
     def _write(self, table: t.TableDef, data: pa.Table, batch_id: int, *, predicate: str | None, mode: str) -> None:
         self.fault(f"before:{table.name}")
@@ -189,5 +202,5 @@ def _read_offset_log(path: Path) -> dict[str, int]:
             raw = json.loads(line)
             if isinstance(raw, str):
                 raw = json.loads(raw)
-            return {str(k): int(v) for k, v in raw.items()}
+            return {str(k): int(v) for k, v in raw.items() if str(k).isdigit()}  # Kafka partitions, not "tick"
     return {}

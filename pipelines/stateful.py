@@ -30,6 +30,7 @@ OUTPUT_COLUMNS = ["grp", "tbl", "payload", "raw", "rawKey", "partition", "offset
 
 DEAD_LETTER = t.DEAD_LETTER.name
 REJECTED = "_rejected"  # a valid event that RocketMQ's rules refused (logged, no table change)
+DEADLINE = "_deadline"  # the group's next timeout (epoch ms, "" = none): the source schedules batches by it
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,10 @@ def run_group(group: str | None, records: list[dict[str, Any]], state: State | N
         out.append(_table_row(group, table, routing.table_rows(st, table)))
     if res.changes:
         out.append(_changes_row(group, group, res.changes, coords))
-    return (st.to_parts() if st else None), routing.next_deadline(st, cfg.routing), out
+    deadline = routing.next_deadline(st, cfg.routing)
+    out.append({"grp": group, "tbl": DEADLINE, "payload": "" if deadline is None else str(deadline), "raw": None,
+                "rawKey": None, "partition": None, "offset": None, "kafkaTimestamp": None})
+    return (st.to_parts() if st else None), deadline, out
 
 
 def _changes_row(group: str | None, broker_name: str | None, changes: list[dict[str, Any]],

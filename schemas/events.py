@@ -53,6 +53,10 @@ FIELDS: dict[str, frozenset[str]] = {
 TOPIC_CONFIG_FIELDS = frozenset({"topicName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag", "order",
                                  "topicFilterType", "attributes"})
 
+# Optional Kafka record header naming the event type. The pipeline never trusts it for meaning
+# (the value is parsed as always); the source only uses it to let heartbeats wait for a batch.
+TYPE_HEADER = "namesrv-type"
+
 KV_KEY_PREFIX = "kv/"
 CONFIG_KEY = "config/namesrv"
 

@@ -2,7 +2,8 @@
 batch, read by the server to know which offsets its served snapshot already reflects.
 
 {"batchId": int, "snapshotId": int | null (newest cut committed), "sourceOffsets": {"<p>": int},
- "time": epoch ms, "eventCount": int}
+ "time": epoch ms, "eventCount": int, "nextDeadline": epoch ms | null (earliest group timeout the
+ job knows of; the Kafka source runs a batch for it even when no record arrived)}
 """
 
 from __future__ import annotations

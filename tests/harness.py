@@ -33,6 +33,8 @@ class Pipeline:
             "NAMESRV_KAFKA_TOPIC": f"namesrv-test-{uuid.uuid4().hex[:8]}",
             "NAMESRV_BROKER_TIMEOUT_MS": str(broker_timeout_ms), "NAMESRV_TRIGGER_INTERVAL_MS": str(trigger_ms),
             "NAMESRV_REFRESH_INTERVAL_MS": "100", "NAMESRV_HTTP_PORT": "0",
+            # heartbeats alone wait up to 2 s for a batch (exercises the admission; 10 s by default)
+            "NAMESRV_HEARTBEAT_DEFER_MS": "2000",
             "NAMESRV_ADMIN_TOKEN": ADMIN_TOKEN, **env})
         self.query = None
         self._server = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from pipelines import routing
-from pipelines.stateful import DEAD_LETTER, REJECTED, StepConfig, run_group
+from pipelines.stateful import DEAD_LETTER, DEADLINE, REJECTED, StepConfig, run_group
 from schemas import events as ev
 from schemas import tables as t
 from tests.helpers import reg, topics
@@ -47,7 +47,8 @@ def test_rejections_are_reported_and_leave_no_state():
     state, deadline, rows = run_group("broker-a", [record(reg("broker-a", 0, "10.0.0.1:1", tps=topics("One")), 0)],
                                       None, T0, CFG)
     assert state is None and deadline is None
-    assert [r["tbl"] for r in rows] == [REJECTED, t.ROUTE_CHANGES.name]
+    assert [r["tbl"] for r in rows] == [REJECTED, t.ROUTE_CHANGES.name, DEADLINE]
+    assert rows[2]["payload"] == ""  # no state, no timeout: the sink forgets the group
     change = json.loads(rows[1]["payload"])[0]
     assert change["kind"] == "REGISTRATION_REJECTED" and (change["partition"], change["offset"]) == (0, 0)
 
@@ -56,12 +57,14 @@ def test_timeout_call_without_records_expires():
     state, _, _ = run_group("broker-a", [record(reg("broker-a", 0, "10.0.0.1:1"), 0)], None, T0, CFG)
     state2, deadline, rows = run_group("broker-a", [], state, T0 + 10_001, CFG)
     assert state2 is None and deadline is None
-    assert {r["tbl"]: json.loads(r["payload"]) for r in rows}[t.BROKER_ADDR.name] == []
+    assert {r["tbl"]: r["payload"] for r in rows}[t.BROKER_ADDR.name] == "[]"
 
 
-def test_quiet_call_emits_nothing():
+def test_quiet_call_emits_only_its_deadline():
     state, _, _ = run_group("broker-a", [record(reg("broker-a", 0, "10.0.0.1:1"), 0)], None, T0, CFG)
-    assert run_group("broker-a", [], state, T0 + 5, CFG) == (state, T0 + 10_001, [])
+    state2, deadline, rows = run_group("broker-a", [], state, T0 + 5, CFG)
+    assert (state2, deadline) == (state, T0 + 10_001)
+    assert [(r["tbl"], r["grp"], r["payload"]) for r in rows] == [(DEADLINE, "broker-a", str(T0 + 10_001))]
 
 
 def test_kv_group():
