@@ -25,6 +25,7 @@ _SOURCES: dict[str, tuple[str, str, str]] = {
     "max_message_bytes": ("kafka", "max_message_bytes", "NAMESRV_MAX_MESSAGE_BYTES"),
     "spark_master": ("job", "spark_master", "NAMESRV_SPARK_MASTER"),
     "shuffle_partitions": ("job", "shuffle_partitions", "NAMESRV_SHUFFLE_PARTITIONS"),
+    "state_store": ("job", "state_store", "NAMESRV_STATE_STORE"),
     "trigger_interval_ms": ("job", "trigger_interval_ms", "NAMESRV_TRIGGER_INTERVAL_MS"),
     "broker_timeout_ms": ("job", "broker_timeout_ms", "NAMESRV_BROKER_TIMEOUT_MS"),
     "max_clock_skew_ms": ("job", "max_clock_skew_ms", "NAMESRV_MAX_CLOCK_SKEW_MS"),
@@ -58,6 +59,7 @@ class Config:
     max_message_bytes: int
     spark_master: str
     shuffle_partitions: int
+    state_store: str
     trigger_interval_ms: int
     broker_timeout_ms: int
     max_clock_skew_ms: int
@@ -103,6 +105,12 @@ class Config:
 # so an oversize record still arrives and is dead-lettered with its reason, never lost.
 MAX_MESSAGE_BYTES_CEILING = 16 * 1024 * 1024
 
+# Spark state store providers by their NAMESRV_STATE_STORE name.
+STATE_STORES = {
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+
 
 def load_config(environ: Mapping[str, str] | None = None, defaults_file: Path = DEFAULTS_FILE) -> Config:
     """Merge the defaults file with `NAMESRV_*` variables from `environ` (default: os.environ)."""
@@ -135,6 +143,8 @@ def load_config(environ: Mapping[str, str] | None = None, defaults_file: Path = 
                  "write_timeout_ms", "maintenance_interval_ms", "history_retention_ms"):
         if int(values[name]) <= 0:  # type: ignore[arg-type]
             raise ConfigError(f"{_SOURCES[name][2]} must be positive")
+    if values["state_store"] not in STATE_STORES:
+        raise ConfigError(f"NAMESRV_STATE_STORE={values['state_store']!r} must be one of {', '.join(STATE_STORES)}")
     if int(values["max_message_bytes"]) > MAX_MESSAGE_BYTES_CEILING:  # type: ignore[arg-type]
         raise ConfigError(f"NAMESRV_MAX_MESSAGE_BYTES must be at most {MAX_MESSAGE_BYTES_CEILING} "
                           "(the producer's request and the source's fetch are sized above it)")

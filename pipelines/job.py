@@ -13,7 +13,7 @@ import sys
 import threading
 from pathlib import Path
 
-from conf import Config, load_config
+from conf import STATE_STORES, Config, load_config
 from conf.logs import setup_logging
 from pipelines import kafka_source
 from pipelines.faults import KillAtRandom
@@ -46,8 +46,7 @@ def build_spark(cfg: Config, app_name: str = "namesrv"):
              .config("spark.driver.host", "127.0.0.1")
              .config("spark.driver.extraJavaOptions", java_opts)
              .config("spark.executor.extraJavaOptions", java_opts)
-             .config("spark.sql.streaming.stateStore.providerClass",
-                     "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider")
+             .config("spark.sql.streaming.stateStore.providerClass", STATE_STORES[cfg.state_store])
              .config("spark.python.worker.reuse", "true")
              # Batches run when the source admits one (new records, a due timeout, a tick); see
              # kafka_source.KafkaStreamReader._admit. Spark's own no-data batches would run

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request
 
 from schemas.events import validate_name
 from serving import views
@@ -15,10 +15,22 @@ bp = Blueprint("routes", __name__)
 @bp.get("/topics/<topic>/route")
 def topic_route(topic: str):
     zone = request.args.get("zone")
-    route = views.topic_route(snapshot(), topic, zone=validate_name(zone, "zone") if zone else None)
-    if route is None:
-        raise topic_not_exist(topic)
-    return jsonify(route)
+    snap = snapshot()
+    if zone:
+        route = views.topic_route(snap, topic, zone=validate_name(zone, "zone"))
+        if route is None:
+            raise topic_not_exist(topic)
+        return jsonify(route)
+    # The hot path: a cut's answer for a topic is serialized once, on its first lookup. Only
+    # found routes are kept, so lookups of arbitrary names cannot grow the cache.
+    body = snap.route_bodies.get((topic, None))
+    if body is None:
+        route = views.topic_route(snap, topic)
+        if route is None:
+            raise topic_not_exist(topic)
+        body = current_app.json.response(route).get_data()
+        snap.route_bodies[(topic, None)] = body
+    return Response(body, mimetype="application/json")
 
 
 def _listed(build):

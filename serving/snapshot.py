@@ -13,14 +13,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from schemas import events as ev
 from schemas.progress import read_progress
 from schemas import tables as t
+from serving.topic_index import TopicIndex
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +35,7 @@ class Snapshot:
     commit_time: int | None
     versions: dict[str, int]
     source_offsets: dict[str, int]
-    topics: dict[str, list[dict[str, Any]]]          # topic -> QueueDatas (sorted by brokerName)
+    topics: Mapping[str, list[dict[str, Any]]]       # topic -> QueueDatas (sorted by brokerName): a TopicIndex
     brokers: dict[str, dict[str, Any]]               # brokerName -> BrokerData
     clusters: dict[str, list[str]]                   # clusterName -> brokerNames
     live: list[dict[str, Any]]
@@ -41,20 +43,20 @@ class Snapshot:
     kv: dict[str, dict[str, str]] = field(default_factory=dict)
     switches: dict[str, bool] = field(default_factory=lambda: dict(ev.RUNTIME_SWITCHES))
     live_by_addr: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (cluster, addr) -> live row
+    # Serialized GET_ROUTEINFO_BY_TOPIC answers, built on a topic's first lookup in this cut
+    # (RocketMQ's issue #10982 asks for the same): a hot topic costs one dict read after that.
+    route_bodies: dict[tuple[str, str | None], bytes | None] = field(default_factory=dict, compare=False, repr=False)
 
     @staticmethod
     def empty() -> "Snapshot":
         return build_snapshot(None, {name: [] for name in (x.name for x in t.STATE_TABLES)})
 
 
-def build_snapshot(row: dict[str, Any] | None, tables: dict[str, list[dict[str, Any]]]) -> Snapshot:
-    """Pure: index the rows of one cut (`tables`: table name -> rows) for the HTTP layer."""
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for r in tables[t.TOPIC_QUEUE.name]:
-        topics.setdefault(r["topic"], []).append({k: r[k] for k in (
-            "brokerName", "perm", "readQueueNums", "topicSysFlag", "writeQueueNums")})
-    for qds in topics.values():
-        qds.sort(key=lambda q: q["brokerName"])
+def build_snapshot(row: dict[str, Any] | None, tables: dict[str, Any]) -> Snapshot:
+    """Pure: index the rows of one cut (`tables`: table name -> rows; topic_queue may also be
+    an Arrow table, which is how a load hands over the big one) for the HTTP layer."""
+    queues = tables[t.TOPIC_QUEUE.name]
+    topics = TopicIndex(queues) if isinstance(queues, pa.Table) else TopicIndex.from_rows(queues)
 
     brokers: dict[str, dict[str, Any]] = {}
     for r in sorted(tables[t.BROKER_ADDR.name], key=lambda r: (r["brokerName"], r["brokerId"])):
@@ -158,7 +160,8 @@ class SnapshotReader:
         tables = {}
         for table in t.STATE_TABLES:
             dt = self._table(table, row[t.version_column(table)])
-            tables[table.name] = dt.to_pyarrow_table().to_pylist()
+            arrow = dt.to_pyarrow_table()
+            tables[table.name] = arrow if table is t.TOPIC_QUEUE else arrow.to_pylist()
         return build_snapshot(row, tables)
 
 
