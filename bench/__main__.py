@@ -81,19 +81,19 @@ def system_benchmarks(rep: Report, quick: bool) -> None:
         rep.target("expiry overshoot, removal served − (last heartbeat + timeout)", "≤ 2 s",
                    f"p50 {e['p50_s']:.2f} s, max {e['max_s']:.2f} s (n={e['n']}, timeout {e['timeout_ms']} ms)",
                    e["max_s"] <= 2.0)
-        idle = probes.idle_cost(s, 30 if quick else 120)
+        idle = probes.idle_cost(s, 60 if quick else 180)  # spans a 60 s broker_live flush window
         rep.raw["idle"] = idle
-        rep.target("idle cost, 1,000 quiet brokers (30 s heartbeats), default 1 s trigger", "≤ 20 % of one core",
+        rep.target("idle cost, 1,000 quiet brokers (30 s heartbeats), default trigger", "≤ 20 % of one core",
                    f"{idle['core_pct']:.1f} % of one core over {idle['seconds']} s (driver + JVM + Python workers)",
                    idle["core_pct"] <= 20)
         fleet.stop()
         s.wait_consumed()
 
         # Ingestion ramp: the highest heartbeat rate whose backlog stays flat.
-        rates = [1000, 3000, 5000] if quick else [1000, 2000, 3000, 4000, 5000, 7000, 10000]
+        rates = [1000, 3000, 5000] if quick else [1000, 2000, 3000, 4000, 5000, 6000, 8000]
         steps = []
         for rate in rates:
-            r = probes.ingestion_step(s, groups, rate, 15 if quick else 30)
+            r = probes.ingestion_step(s, groups, rate, 30 if quick else 45)
             steps.append(r)
             print(f"    ramp {rate}/s: {r}", flush=True)
             if not r["sustained"]:
@@ -102,9 +102,15 @@ def system_benchmarks(rep: Report, quick: bool) -> None:
         best = max((r["achieved"] for r in steps if r["sustained"]), default=0)
         rep.target("sustained heartbeat ingestion, flat consumer lag", "≥ 3,000 events/s",
                    f"{best:,} events/s sustained (highest step that kept lag flat)", best >= 3000)
-        rep.section("Ingestion ramp", ["| offered/s | achieved/s | max lag | lag, 2nd half | drain after | flat |",
-                                       "|---|---|---|---|---|---|"] + [
-            f"| {r['rate']:,} | {r['achieved']:,} | {r['max_lag']:,} | {r['late_lag']:,} | "
+        rep.section("Ingestion ramp", [
+            "Heartbeats from the 1,000 registered groups at each offered rate; lag = records published but not "
+            "yet consumed by a committed batch, sampled every second. Heartbeats may wait up to "
+            "NAMESRV_HEARTBEAT_DEFER_MS (10 s) for a batch (or until 5,000 wait), so the backlog is a saw-tooth and "
+            "drains only when the deferral ends; flat = the last third's peak exceeds the middle third's by at most "
+            "half of it or two seconds of input, and the publisher kept the offered rate.", "",
+            "| offered/s | achieved/s | max lag | peak, middle third | peak, last third | drain after | flat |",
+            "|---|---|---|---|---|---|---|"] + [
+            f"| {r['rate']:,} | {r['achieved']:,} | {r['max_lag']:,} | {r['mid_lag']:,} | {r['late_lag']:,} | "
             f"{_drain(r)} | {'yes' if r['sustained'] else 'no'} |" for r in steps])
 
 

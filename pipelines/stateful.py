@@ -114,14 +114,15 @@ def make_step(cfg: StepConfig):
     """The function handed to applyInPandasWithState (ProcessingTimeTimeout)."""
 
     def step(key: tuple, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+        # Called once per group per batch: plain lists in and out, not pandas row operations
+        # (to_dict / astype cost more than the routing rules themselves).
         group = key[0]
         records: list[dict[str, Any]] = []
         for pdf in pdfs:
-            records.extend(pdf.to_dict("records"))
-        for r in records:
-            r["partition"], r["offset"], r["timestamp"] = int(r["partition"]), int(r["offset"]), int(r["timestamp"])
-            if r["key"] is not None and not isinstance(r["key"], str):
-                r["key"] = None
+            for k, v, p, o, ts in zip(pdf["key"].tolist(), pdf["value"].tolist(), pdf["partition"].tolist(),
+                                      pdf["offset"].tolist(), pdf["timestamp"].tolist()):
+                records.append({"key": k if isinstance(k, str) else None, "value": v, "partition": int(p),
+                                "offset": int(o), "timestamp": int(ts)})
         now = state.getCurrentProcessingTimeMs()
         previous = tuple(state.get) if state.exists else None
         new_state, deadline, rows = run_group(group, records, previous, now, cfg)
@@ -133,7 +134,10 @@ def make_step(cfg: StepConfig):
         if new_state is not None and deadline is not None:
             state.setTimeoutDuration(max(1, deadline - now))
         if rows:
-            yield pd.DataFrame(rows, columns=OUTPUT_COLUMNS).astype(
-                {"partition": "Int32", "offset": "Int64", "kafkaTimestamp": "Int64"})
+            yield pd.DataFrame({
+                **{c: [r[c] for r in rows] for c in ("grp", "tbl", "payload", "raw", "rawKey")},
+                "partition": pd.array([r["partition"] for r in rows], dtype="Int32"),
+                "offset": pd.array([r["offset"] for r in rows], dtype="Int64"),
+                "kafkaTimestamp": pd.array([r["kafkaTimestamp"] for r in rows], dtype="Int64")})
 
     return step
