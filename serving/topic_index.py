@@ -1,9 +1,10 @@
-"""topic → QueueDatas over a cut's topic_queue table, built with Arrow and NumPy, not per row.
+"""topic → QueueDatas over a cut's topic_queue table, kept as sorted Arrow columns.
 
-A snapshot with a million queue rows must load in well under a second and never block a
-lookup, so loading only encodes and sorts columns (dictionary-encode the topic, a stable
-argsort of its codes); a topic's QueueData dicts are built when it is first asked for and
-kept for the life of the snapshot. Behaves as a read-only Mapping for the views.
+A snapshot with a million queue rows must load in well under a second, so loading only sorts
+the table by topic in Arrow (no Python object per row or per topic); a lookup is a binary
+search, and a topic's QueueData dicts are built on its first lookup and kept for the life of
+the snapshot. The full topic list is materialized only when a listing asks for it. Behaves as
+a read-only Mapping for the views.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Iterator
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -20,18 +20,19 @@ QUEUE_FIELDS = ("brokerName", "perm", "readQueueNums", "topicSysFlag", "writeQue
 
 class TopicIndex(Mapping):
     def __init__(self, table: pa.Table) -> None:
-        n = table.num_rows
-        topic = pc.dictionary_encode(table.column("topic").combine_chunks()) if n else None
-        self._names: list[str] = topic.dictionary.to_pylist() if n else []
-        self._pos = dict(zip(self._names, range(len(self._names))))
-        codes = topic.indices.to_numpy() if n else np.zeros(0, dtype=np.int32)
-        self._order = np.argsort(codes, kind="stable")
-        self._starts = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=len(self._names)))])
-        broker = pc.dictionary_encode(table.column("brokerName").combine_chunks()) if n else None
-        self._brokers: list[str] = broker.dictionary.to_pylist() if n else []
-        self._broker_codes = broker.indices.to_numpy() if n else codes
-        self._ints = {f: table.column(f).to_numpy() for f in QUEUE_FIELDS[1:]} if n else {}
+        self._n = table.num_rows
+        if self._n:
+            table = pc.take(table.select(("topic",) + QUEUE_FIELDS), pc.sort_indices(table, [("topic", "ascending")]))
+        else:
+            table = pa.table({"topic": pa.array([], pa.string()), "brokerName": pa.array([], pa.string()),
+                              **{f: pa.array([], pa.int32()) for f in QUEUE_FIELDS[1:]}})
+        self._topic = table.column("topic").combine_chunks()
+        broker = pc.dictionary_encode(table.column("brokerName").combine_chunks())
+        self._brokers: list[str] = broker.dictionary.to_pylist()
+        self._broker_codes = broker.indices.to_numpy(zero_copy_only=False)
+        self._ints = {f: table.column(f).to_numpy() for f in QUEUE_FIELDS[1:]}
         self._cache: dict[str, list[dict[str, Any]]] = {}
+        self._names: list[str] | None = None
 
     @staticmethod
     def from_rows(rows: list[dict[str, Any]]) -> "TopicIndex":
@@ -39,26 +40,58 @@ class TopicIndex(Mapping):
         return TopicIndex(pa.table({k: pa.array(v, pa.string() if k in ("topic", "brokerName") else pa.int32())
                                     for k, v in cols.items()}))
 
+    def _bound(self, topic: str, *, right: bool) -> int:
+        """Binary search over the sorted topic column (a few microseconds, no Python copy of it)."""
+        lo, hi = 0, self._n
+        col = self._topic
+        while lo < hi:
+            mid = (lo + hi) // 2
+            value = col[mid].as_py()
+            if value < topic or (right and value == topic):
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _range(self, topic: str) -> tuple[int, int]:
+        start = self._bound(topic, right=False)
+        if start >= self._n or self._topic[start].as_py() != topic:
+            return start, start
+        return start, self._bound(topic, right=True)
+
     def __getitem__(self, topic: str) -> list[dict[str, Any]]:
         found = self._cache.get(topic)
         if found is not None:
             return found
-        i = self._pos[topic]
-        rows = self._order[self._starts[i]:self._starts[i + 1]]
+        if not isinstance(topic, str):
+            raise KeyError(topic)
+        start, stop = self._range(topic)
+        if start == stop:
+            raise KeyError(topic)
         qds = [{"brokerName": self._brokers[self._broker_codes[r]],
-                **{f: int(self._ints[f][r]) for f in QUEUE_FIELDS[1:]}} for r in rows]
+                **{f: int(self._ints[f][r]) for f in QUEUE_FIELDS[1:]}} for r in range(start, stop)]
         qds.sort(key=lambda q: q["brokerName"])
         self._cache[topic] = qds  # a racing thread builds the same list; either may win
         return qds
 
     def __contains__(self, topic: object) -> bool:
-        return topic in self._pos
+        if topic in self._cache:
+            return True
+        if not isinstance(topic, str):
+            return False
+        start, stop = self._range(topic)
+        return stop > start
+
+    def _all_names(self) -> list[str]:
+        if self._names is None:
+            self._names = pc.unique(self._topic).to_pylist()  # sorted: the column is
+        return self._names
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
+        return iter(self._all_names())
 
     def __len__(self) -> int:
-        return len(self._names)
+        return len(self._all_names())
 
     def row_count(self) -> int:
-        return len(self._order)
+        return self._n
