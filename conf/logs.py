@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 # Libraries that log every connection at INFO; their warnings still show.
-_NOISY = ("kafka", "py4j", "waitress.queue")
+_NOISY = ("kafka", "py4j", "waitress.queue", "granian")
 
 
 def setup_logging(log_file: Path | None = None, level: int = logging.INFO) -> None:

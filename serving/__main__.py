@@ -1,4 +1,10 @@
-"""`python -m serving`: the HTTP server (waitress) on NAMESRV_HTTP_HOST:NAMESRV_HTTP_PORT."""
+"""`python -m serving`: the HTTP server (granian, WSGI) on NAMESRV_HTTP_HOST:NAMESRV_HTTP_PORT.
+
+granian was chosen by measurement (see BENCHMARKS.md): its HTTP handling is Rust, and one
+worker process with NAMESRV_HTTP_THREADS Python threads shares one in-memory snapshot. The
+app is built in the worker by `serving.wsgi.application_factory`, which reads the same
+configuration; this entry point only validates it first, so a bad value fails here, once.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +13,19 @@ import sys
 
 from conf import load_config
 from conf.logs import setup_logging
-from serving.app import create_app
 
 
 def main() -> int:
     cfg = load_config()
     setup_logging()
-    from waitress import serve
-    app = create_app(cfg)
-    logging.getLogger("namesrv.http").info("serving %s on http://%s:%d", cfg.warehouse, cfg.http_host, cfg.http_port)
-    serve(app, host=cfg.http_host, port=cfg.http_port, threads=cfg.http_threads, ident="namesrv",
-          clear_untrusted_proxy_headers=True, max_request_body_size=1024 * 1024)
+    from granian import Granian
+    from granian.constants import Interfaces
+    from granian.log import LogLevels
+    logging.getLogger("namesrv.http").info("serving %s on http://%s:%d (granian, %d threads)", cfg.warehouse,
+                                           cfg.http_host, cfg.http_port, cfg.http_threads)
+    Granian("serving.wsgi:application_factory", factory=True, interface=Interfaces.WSGI, address=cfg.http_host,
+            port=cfg.http_port, workers=1, blocking_threads=cfg.http_threads, backlog=1024,
+            log_level=LogLevels.warning, log_access=False).serve()
     return 0
 
 

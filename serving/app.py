@@ -8,6 +8,7 @@ from conf import Config
 from conf.tokens import admin_token
 from serving import admin, cluster, errors, health, history, kv, openapi, routes, writes
 from serving.app_state import EXTENSION
+from serving.fastpath import RouteBodies
 from serving.snapshot import SnapshotReader, SnapshotStore
 
 
@@ -26,4 +27,5 @@ def create_app(cfg: Config, *, start_refresher: bool = True) -> Flask:
     errors.register(app)
     for bp in (routes.bp, cluster.bp, kv.bp, admin.bp, history.bp, health.bp, openapi.bp):
         app.register_blueprint(bp)
+    app.wsgi_app = RouteBodies(app.wsgi_app, snapshots)  # type: ignore[method-assign]
     return app

@@ -1,0 +1,35 @@
+"""WSGI middleware: a repeated GET /topics/<topic>/route answered from the served cut's
+serialized bodies without entering Flask.
+
+Clients ask for the same topics' routes over and over (every producer and consumer, every
+30 s); Flask's routing, request and response objects cost more than the answer itself. Only
+a plain lookup (no query string: no `zone`, no time travel) whose body the current cut
+already holds takes this path; everything else, the first lookup of a topic included, goes
+through the Flask app, which stores the body (serving.routes).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from serving.snapshot import SnapshotStore
+
+_PREFIX, _SUFFIX = "/topics/", "/route"
+
+
+class RouteBodies:
+    def __init__(self, app: Callable[..., Iterable[bytes]], snapshots: SnapshotStore) -> None:
+        self.app = app
+        self.snapshots = snapshots
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if (environ.get("REQUEST_METHOD") == "GET" and not environ.get("QUERY_STRING")
+                and path.startswith(_PREFIX) and path.endswith(_SUFFIX)):
+            topic = path[len(_PREFIX):-len(_SUFFIX)]
+            body = self.snapshots.current.route_bodies.get((topic, None))
+            if body is not None:
+                start_response("200 OK", [("Content-Type", "application/json"),
+                                          ("Content-Length", str(len(body)))])
+                return [body]
+        return self.app(environ, start_response)

@@ -1,0 +1,14 @@
+"""`serving.wsgi:application_factory`, the app factory WSGI servers load (granian in
+`python -m serving`; gunicorn or uWSGI work the same way): configuration is read here, once,
+from the environment, in the worker process that serves."""
+
+from __future__ import annotations
+
+from conf import load_config
+from conf.logs import setup_logging
+from serving.app import create_app
+
+
+def application_factory():
+    setup_logging()
+    return create_app(load_config())
