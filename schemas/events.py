@@ -106,7 +106,7 @@ def validate_topic(topic: Any, field: str = "topic") -> str:
     limit = RETRY_DLQ_MAX_LENGTH if topic.startswith(("%RETRY%", "%DLQ%")) else TOPIC_MAX_LENGTH
     if len(topic) > limit:
         raise InvalidEvent(f"{field} '{topic[:40]}...' is longer than {limit} characters")
-    if not _TOPIC_RE.match(topic):
+    if not _TOPIC_RE.fullmatch(topic):
         raise InvalidEvent(f"{field} '{topic}' contains characters outside [%|a-zA-Z0-9_-]")
     return topic
 
@@ -117,7 +117,7 @@ def validate_name(value: Any, field: str) -> str:
         raise InvalidEvent(f"{field} must be a non-empty string")
     if len(value) > NAME_MAX_LENGTH:
         raise InvalidEvent(f"{field} is longer than {NAME_MAX_LENGTH} characters")
-    if not _NAME_RE.match(value):
+    if not _NAME_RE.fullmatch(value):
         raise InvalidEvent(f"{field} '{value}' contains characters outside [a-zA-Z0-9_.:%|-]")
     return value
 
@@ -127,7 +127,7 @@ def validate_addr(value: Any, field: str) -> str:
     if not isinstance(value, str) or ":" not in value:
         raise InvalidEvent(f"{field} must be a 'host:port' string")
     host, _, port = value.rpartition(":")
-    if not host or not _HOST_RE.match(host) or len(value) > 255:
+    if not host or not _HOST_RE.fullmatch(host) or len(value) > 255:
         raise InvalidEvent(f"{field} '{value}' has an invalid host")
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise InvalidEvent(f"{field} '{value}' has an invalid port")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import Flask
+from werkzeug.routing import PathConverter
 
 from conf import Config
 from conf.tokens import admin_token
@@ -12,10 +13,17 @@ from serving.fastpath import RouteBodies
 from serving.snapshot import SnapshotReader, SnapshotStore
 
 
+class AnythingConverter(PathConverter):
+    regex = "(?s:[^/].*?)"
+
+
 def create_app(cfg: Config, *, start_refresher: bool = True) -> Flask:
     app = Flask("namesrv", static_folder=None)
     app.config["NAMESRV"] = cfg
     app.json.sort_keys = True
+    # KV keys are arbitrary strings: slashes and control characters (a newline) included, which
+    # werkzeug's path converter does not match; the handlers validate what they get.
+    app.url_map.converters["anything"] = AnythingConverter
     app.config["MAX_CONTENT_LENGTH"] = 1024 * 1024
     snapshots = SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000,
                               retention_ms=cfg.history_retention_ms)

@@ -30,7 +30,7 @@ def get_namespace(namespace: str):
     return jsonify(table=table)
 
 
-@bp.get("/kv/<namespace>/<path:key>")
+@bp.get("/kv/<namespace>/<anything:key>")
 def get_value(namespace: str, key: str):
     value = snapshot().kv.get(_namespace(namespace), {}).get(key)
     if value is None:
@@ -38,7 +38,7 @@ def get_value(namespace: str, key: str):
     return jsonify(value=value)
 
 
-@bp.put("/kv/<namespace>/<path:key>")
+@bp.put("/kv/<namespace>/<anything:key>")
 @writes.authorized
 def put_value(namespace: str, key: str):
     value = writes.json_body().get("value")
@@ -50,7 +50,7 @@ def put_value(namespace: str, key: str):
     return jsonify(value=snap.kv.get(namespace, {}).get(key))
 
 
-@bp.delete("/kv/<namespace>/<path:key>")
+@bp.delete("/kv/<namespace>/<anything:key>")
 @writes.authorized
 def delete_value(namespace: str, key: str):
     snap, coords = writes.publish([ev.delete_kv_event(_namespace(namespace), _key(key))])

@@ -110,3 +110,11 @@ def test_broker_serialized_topic_configs_are_accepted():
                    "topicName": "T", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0,
                    "order": False, "topicFilterType": "SINGLE_TAG", "attributes": {}}}})
     assert e["topicConfigTable"]["T"]["readQueueNums"] == 4
+
+
+def test_names_with_a_trailing_newline_are_refused():
+    # `$` in a regex matches before a final newline; the validators must match the whole string.
+    for check, value in ((ev.validate_topic, "TopicTest\n"), (lambda v: ev.validate_name(v, "brokerName"), "b\n"),
+                         (lambda v: ev.validate_addr(v, "brokerAddr"), "127.0.0.1\n:10911")):
+        with pytest.raises(ev.InvalidEvent):
+            check(value)

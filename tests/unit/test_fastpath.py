@@ -51,3 +51,4 @@ def test_a_new_cut_starts_without_stored_bodies(app):
     assert [q["brokerName"] for q in body["queueDatas"]] == ["broker-c"]
     assert client.get("/topics/Missing/route").status_code == 404
     assert ("Missing", None) not in app.extensions[EXTENSION].current.route_bodies  # misses are not stored
+
