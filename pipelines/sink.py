@@ -23,6 +23,7 @@ from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
 from pipelines.stateful import DEADLINE, DEAD_LETTER, REJECTED
 from schemas import tables as t
+from pipelines.memory import release_memory
 from schemas.progress import write_progress
 
 APP_ID = "namesrv-sink"
@@ -109,9 +110,15 @@ class DeltaSink:
 
     # -- the foreachBatch callback
     def __call__(self, df, batch_id: int) -> None:
-        rows = df.toArrow().to_pylist()
+        arrow = df.toArrow()
+        big = arrow.nbytes > 32 * 1024 * 1024
+        rows = arrow.to_pylist()
+        del arrow
         offsets, consumed = self._offsets(batch_id)
         self.commit(batch_id, rows, offsets, consumed)
+        if big:  # a registration wave: do not keep its peak as RSS
+            del rows
+            release_memory()
         if self.schedule is not None and self.schedule.due():
             self.maintain()
 

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 import pandas as pd
 
 from pipelines import kv, routing
+from pipelines.memory import ReleaseAfter
 from schemas import events as ev
 from schemas import tables as t
 
@@ -112,6 +113,7 @@ def _table_row(owner: str | None, table: str, rows: list[dict[str, Any]]) -> dic
 
 def make_step(cfg: StepConfig):
     """The function handed to applyInPandasWithState (ProcessingTimeTimeout)."""
+    released = ReleaseAfter(64 * 1024 * 1024)  # per Python worker process (the function is unpickled there)
 
     def step(key: tuple, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         # Called once per group per batch: plain lists in and out, not pandas row operations
@@ -133,6 +135,7 @@ def make_step(cfg: StepConfig):
             state.update(new_state)
         if new_state is not None and deadline is not None:
             state.setTimeoutDuration(max(1, deadline - now))
+        released.add(sum(len(r["value"] or b"") for r in records) + sum(len(r["payload"] or "") for r in rows))
         if rows:
             yield pd.DataFrame({
                 **{c: [r[c] for r in rows] for c in ("grp", "tbl", "payload", "raw", "rawKey")},

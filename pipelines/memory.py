@@ -1,0 +1,47 @@
+"""Giving memory back to the OS after large batches.
+
+A registration wave (thousands of groups × hundreds of topics) briefly needs hundreds of MB of
+Python objects and Arrow buffers in the driver and the Python workers; glibc and Arrow's pool
+keep those pages afterwards, so RSS would stay at the peak forever. Called after a batch or a
+run of step calls that handled much data, never per request.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+import logging
+
+log = logging.getLogger(__name__)
+
+_libc = None
+
+
+def release_memory() -> None:
+    global _libc
+    gc.collect()
+    try:
+        import pyarrow as pa
+        pa.default_memory_pool().release_unused()
+    except Exception:  # an Arrow build without the call: nothing to release there
+        pass
+    if _libc is None:
+        name = ctypes.util.find_library("c")
+        _libc = ctypes.CDLL(name) if name else False
+    if _libc and hasattr(_libc, "malloc_trim"):
+        _libc.malloc_trim(0)
+
+
+class ReleaseAfter:
+    """Counts bytes handled; releases memory each time `threshold` more have gone through."""
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = threshold
+        self.seen = 0
+
+    def add(self, nbytes: int) -> None:
+        self.seen += nbytes
+        if self.seen >= self.threshold:
+            self.seen = 0
+            release_memory()
