@@ -136,7 +136,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.bootstrap = options["bootstrap"]
         self.topic = options["topic"]
         self.create_partitions = int(options.get("partitions", "2"))
-        self.max_records = int(options.get("maxrecordsperbatch", "20000"))
+        self.max_records = int(options.get("maxrecordsperbatch", "5000"))
         self._consumer = None
         self._ends: dict[int, tuple[int, int]] = {}  # partition -> (reported end, true end)
         self._regressed: set[int] = set()
