@@ -76,15 +76,13 @@ def run_group(group: str | None, records: list[dict[str, Any]], state: State | N
         return None, None, out
     st, res = routing.apply(st, events, now_ms, cfg.routing)
     for reason in res.rejected:
-        out.append({"grp": group, "tbl": REJECTED, "payload": reason, "raw": None, "rawKey": None,
-                    "partition": None, "offset": None, "kafkaTimestamp": None})
+        out.append(_row(group, REJECTED, reason))
     for table in sorted(res.dirty):
         out.append(_table_row(group, table, routing.table_rows(st, table)))
     if res.changes:
         out.append(_changes_row(group, group, res.changes, coords))
     deadline = routing.next_deadline(st, cfg.routing)
-    out.append({"grp": group, "tbl": DEADLINE, "payload": "" if deadline is None else str(deadline), "raw": None,
-                "rawKey": None, "partition": None, "offset": None, "kafkaTimestamp": None})
+    out.append(_row(group, DEADLINE, "" if deadline is None else str(deadline)))
     return (st.to_parts() if st else None), deadline, out
 
 
@@ -101,14 +99,18 @@ def _changes_row(group: str | None, broker_name: str | None, changes: list[dict[
                      "before": None if c["before"] is None else json.dumps(c["before"], sort_keys=True),
                      "after": None if c["after"] is None else json.dumps(c["after"], sort_keys=True),
                      "partition": partition, "offset": offset})
-    return {"grp": group, "tbl": t.ROUTE_CHANGES.name, "payload": json.dumps(rows, separators=(",", ":")),
-            "raw": None, "rawKey": None, "partition": None, "offset": None, "kafkaTimestamp": None}
+    return _row(group, t.ROUTE_CHANGES.name, json.dumps(rows, separators=(",", ":")))
 
 
 def _table_row(owner: str | None, table: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """`rows` replace every row of `table` whose owner column equals `owner`."""
-    return {"grp": owner, "tbl": table, "payload": json.dumps(rows, separators=(",", ":")),
-            "raw": None, "rawKey": None, "partition": None, "offset": None, "kafkaTimestamp": None}
+    return _row(owner, table, json.dumps(rows, separators=(",", ":")))
+
+
+def _row(grp: str | None, tbl: str, payload: str) -> dict[str, Any]:
+    """An output row that is not a quarantined record (no raw bytes, no Kafka coordinates)."""
+    return {"grp": grp, "tbl": tbl, "payload": payload, "raw": None, "rawKey": None, "partition": None,
+            "offset": None, "kafkaTimestamp": None}
 
 
 def make_step(cfg: StepConfig):
