@@ -67,10 +67,10 @@ bench_tools() {
 cmd="${1:-run}"
 [ $# -gt 0 ] && shift
 case "$cmd" in
-  run)      setup; exec "$VENV/bin/python" -m pipelines.launcher "$@" ;;
+  run)      setup; exec "$VENV/bin/python" -m ops.launcher "$@" ;;
   test)     setup; exec "$VENV/bin/python" -m pytest "$@" ;;
-  simulate) setup; exec "$VENV/bin/python" -m pipelines.simulator "$@" ;;
-  soak)     setup; exec "$VENV/bin/python" -m tests.soak "$@" ;;
+  simulate) setup; exec "$VENV/bin/python" -m fleet.simulator "$@" ;;
+  soak)     setup; exec "$VENV/bin/python" -m fleet.soak "$@" ;;
   bench)    setup; bench_tools; exec "$VENV/bin/python" -m bench "$@" ;;
   setup)    setup; echo "run.sh: ready ($VENV)" ;;
   -h|--help|help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' ;;

@@ -14,8 +14,7 @@ from typing import Any
 
 import requests
 
-from pipelines.embedded_kafka import wait_for_port
-from tests.harness import free_port
+from ops.net import free_port, wait_for_port
 
 
 def require(tool: str, package: str) -> str:

@@ -3,6 +3,7 @@ side's snapshot refresh over a warehouse written by the real sink."""
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import threading
 import time
@@ -10,13 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.probes import heartbeat, registration
-from pipelines.routing import RoutingConfig
+from conf import load_config
 from pipelines.sink import DeltaSink
-from pipelines.stateful import StepConfig, run_group
+from pipelines.step import StepConfig, run_group
 from schemas import events as ev
-from serving.snapshot import SnapshotReader, SnapshotStore
+from serving.snapshot_store import SnapshotReader, SnapshotStore
 
-CFG = StepConfig(RoutingConfig(), max_message_bytes=16 << 20, max_clock_skew_ms=10**12)
+CFG_RETENTION_MS = load_config({}).history_retention_ms
+CFG = dataclasses.replace(StepConfig.from_config(load_config({})), max_message_bytes=16 << 20,
+                          max_clock_skew_ms=10**12)
 
 
 def _records(events: list[dict[str, Any]], now: int) -> list[dict[str, Any]]:
@@ -59,7 +62,7 @@ def write_warehouse(root: Path, groups: int, topics: int) -> Path:
     batch_id = 0
     for g in range(groups):
         _, _, rows = run_group(f"bench-{g}", _records([registration(g, topics)], now), None, now, CFG)
-        batch.extend(r for r in rows if r["tbl"] != "route_changes")
+        batch.extend(r for r in rows if r["target"] != "route_changes")
         if len(batch) > 4 * 2000 or g == groups - 1:
             sink.commit(batch_id, batch, {"0": g + 1}, g + 1)
             batch, batch_id = [], batch_id + 1
@@ -73,7 +76,7 @@ def snapshot_refresh(groups: int, topics: int) -> dict[str, Any]:
     t0 = time.monotonic()
     warehouse = write_warehouse(root, groups, topics)
     write_s = time.monotonic() - t0
-    store = SnapshotStore(SnapshotReader(warehouse), 3600.0)
+    store = SnapshotStore(SnapshotReader(warehouse), 3600.0, retention_ms=CFG_RETENTION_MS)
     worst = [0.0]
     lookups = [0]
     stop = threading.Event()
@@ -90,7 +93,7 @@ def snapshot_refresh(groups: int, topics: int) -> dict[str, Any]:
     th.start()
     times = []
     for _ in range(3):
-        store_fresh = SnapshotStore(SnapshotReader(warehouse), 3600.0)
+        store_fresh = SnapshotStore(SnapshotReader(warehouse), 3600.0, retention_ms=CFG_RETENTION_MS)
         t = time.monotonic()
         store_fresh.refresh()
         times.append(time.monotonic() - t)

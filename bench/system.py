@@ -16,10 +16,10 @@ from typing import Any
 import requests
 
 from conf import Config, load_config
-from pipelines.publish import EventPublisher
+from eventlog.publisher import EventPublisher
 from schemas.progress import read_progress
-from tests.harness import free_port
-from tests.procs import processes, tree
+from ops.net import free_port
+from ops.procs import processes, tree
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB_ROLES = ("job", "job-jvm", "py-worker")
@@ -55,7 +55,7 @@ class System:
 
     def __enter__(self) -> "System":
         log = open(self.data / "launcher.log", "wb")
-        self.launcher = subprocess.Popen([sys.executable, "-m", "pipelines.launcher"], cwd=ROOT, env=self.env,
+        self.launcher = subprocess.Popen([sys.executable, "-m", "ops.launcher"], cwd=ROOT, env=self.env,
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 180
         while read_progress(self.cfg.warehouse) is None:  # the job has run a batch

@@ -1,46 +1,28 @@
-"""Configuration: `conf/defaults.toml`, overridden by `NAMESRV_*` environment variables.
+"""Configuration: every setting declared once, here, as a field of `Config`.
 
-Read once, at each entry point (job, server, simulator, run.sh helpers), and passed down
-as a frozen `Config`; nothing else in the code base looks at the environment.
+A field's default, its environment variable, its meaning and its checks are written in one
+place (`setting(...)`); `load_config` reads the variables at each entry point (launcher, job,
+server, simulator, benchmarks) and passes a frozen `Config` down; nothing else in the code base
+looks at the environment. The README's configuration table is generated from the same fields
+(`settings_table`), and a test keeps the two in step.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
-DEFAULTS_FILE = Path(__file__).with_name("defaults.toml")
+# Producer requests (32 MiB) and source fetches (64 MiB) are sized above every accepted record,
+# so an oversize record still arrives and is dead-lettered with its reason, never lost.
+MAX_MESSAGE_BYTES_CEILING = 16 * 1024 * 1024
 
-# Config field -> (toml section, toml key, environment variable)
-_SOURCES: dict[str, tuple[str, str, str]] = {
-    "data_dir": ("paths", "data_dir", "NAMESRV_DATA_DIR"),
-    "kafka_bootstrap": ("kafka", "bootstrap", "NAMESRV_KAFKA_BOOTSTRAP"),
-    "kafka_embedded_port": ("kafka", "embedded_port", "NAMESRV_KAFKA_EMBEDDED_PORT"),
-    "kafka_topic": ("kafka", "topic", "NAMESRV_KAFKA_TOPIC"),
-    "kafka_partitions": ("kafka", "partitions", "NAMESRV_KAFKA_PARTITIONS"),
-    "max_records_per_batch": ("kafka", "max_records_per_batch", "NAMESRV_MAX_RECORDS_PER_BATCH"),
-    "max_message_bytes": ("kafka", "max_message_bytes", "NAMESRV_MAX_MESSAGE_BYTES"),
-    "spark_master": ("job", "spark_master", "NAMESRV_SPARK_MASTER"),
-    "shuffle_partitions": ("job", "shuffle_partitions", "NAMESRV_SHUFFLE_PARTITIONS"),
-    "state_store": ("job", "state_store", "NAMESRV_STATE_STORE"),
-    "trigger_interval_ms": ("job", "trigger_interval_ms", "NAMESRV_TRIGGER_INTERVAL_MS"),
-    "broker_timeout_ms": ("job", "broker_timeout_ms", "NAMESRV_BROKER_TIMEOUT_MS"),
-    "max_clock_skew_ms": ("job", "max_clock_skew_ms", "NAMESRV_MAX_CLOCK_SKEW_MS"),
-    "live_flush_ms": ("job", "live_flush_ms", "NAMESRV_LIVE_FLUSH_MS"),
-    "heartbeat_defer_ms": ("job", "heartbeat_defer_ms", "NAMESRV_HEARTBEAT_DEFER_MS"),
-    "maintenance_interval_ms": ("job", "maintenance_interval_ms", "NAMESRV_MAINTENANCE_INTERVAL_MS"),
-    "history_retention_ms": ("job", "history_retention_ms", "NAMESRV_HISTORY_RETENTION_MS"),
-    "delete_topic_with_broker_registration": ("job", "delete_topic_with_broker_registration",
-                                              "NAMESRV_DELETE_TOPIC_WITH_BROKER_REGISTRATION"),
-    "http_host": ("http", "host", "NAMESRV_HTTP_HOST"),
-    "http_port": ("http", "port", "NAMESRV_HTTP_PORT"),
-    "http_threads": ("http", "threads", "NAMESRV_HTTP_THREADS"),
-    "refresh_interval_ms": ("http", "refresh_interval_ms", "NAMESRV_REFRESH_INTERVAL_MS"),
-    "write_timeout_ms": ("http", "write_timeout_ms", "NAMESRV_WRITE_TIMEOUT_MS"),
-    "admin_token": ("http", "admin_token", "NAMESRV_ADMIN_TOKEN"),
+# Spark state store providers by their NAMESRV_STATE_STORE name.
+STATE_STORES = {
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
 }
 
 
@@ -48,32 +30,80 @@ class ConfigError(ValueError):
     """A configuration value that cannot be used; the message names the variable."""
 
 
+def setting(env: str, default: Any, doc: str, *, positive: bool = False, maximum: int | None = None,
+            choices: tuple[str, ...] | None = None, secret: bool = False, shown: str | None = None) -> Any:
+    """A `Config` field with its environment variable and its checks.
+
+    `positive`: must be > 0 (else >= 0 for numbers); `maximum`: upper bound; `choices`: allowed
+    strings; `secret`: never printed; `shown`: how the README writes the default.
+    """
+    return dataclasses.field(default=default, repr=not secret, metadata={
+        "env": env, "doc": doc, "positive": positive, "maximum": maximum, "choices": choices, "secret": secret,
+        "shown": shown})
+
+
 @dataclass(frozen=True)
 class Config:
-    data_dir: Path
-    kafka_bootstrap: str
-    kafka_embedded_port: int
-    kafka_topic: str
-    kafka_partitions: int
-    max_records_per_batch: int
-    max_message_bytes: int
-    spark_master: str
-    shuffle_partitions: int
-    state_store: str
-    trigger_interval_ms: int
-    broker_timeout_ms: int
-    max_clock_skew_ms: int
-    live_flush_ms: int
-    heartbeat_defer_ms: int
-    maintenance_interval_ms: int
-    history_retention_ms: int
-    delete_topic_with_broker_registration: bool
-    http_host: str
-    http_port: int
-    http_threads: int
-    refresh_interval_ms: int
-    write_timeout_ms: int
-    admin_token: str = field(repr=False)  # never printed
+    data_dir: Path = setting("NAMESRV_DATA_DIR", Path("data"),
+                             "Delta warehouse (`delta/`), Spark checkpoint (`checkpoint/`), logs (`logs/`)")
+    kafka_bootstrap: str = setting("NAMESRV_KAFKA_BOOTSTRAP", "",
+                                   "external Kafka bootstrap; empty = start the embedded Tansu broker")
+    kafka_embedded_port: int = setting("NAMESRV_KAFKA_EMBEDDED_PORT", 19092,
+                                       "port of the embedded broker on 127.0.0.1", maximum=65535)
+    kafka_topic: str = setting("NAMESRV_KAFKA_TOPIC", "namesrv-events", "events topic (created if missing)")
+    kafka_partitions: int = setting("NAMESRV_KAFKA_PARTITIONS", 2, "partitions when the topic is created",
+                                    positive=True)
+    max_records_per_batch: int = setting(
+        "NAMESRV_MAX_RECORDS_PER_BATCH", 5000,
+        "bound on records per micro-batch (a wave of 10,000 registrations of 100 topics in 20,000-record "
+        "batches ran the 1 GiB JVM heap out)", positive=True)
+    max_message_bytes: int = setting(
+        "NAMESRV_MAX_MESSAGE_BYTES", 1048576,
+        "per record, at most 16 MiB: larger records go to `dead_letter`; publishers chunk larger registrations",
+        positive=True, maximum=MAX_MESSAGE_BYTES_CEILING)
+    spark_master: str = setting("NAMESRV_SPARK_MASTER", "local[2]",
+                                "Spark master URL (`spark://host:7077` for a standalone cluster)")
+    shuffle_partitions: int = setting("NAMESRV_SHUFFLE_PARTITIONS", 2,
+                                      "`spark.sql.shuffle.partitions` (size to the cores)", positive=True)
+    state_store: str = setting(
+        "NAMESRV_STATE_STORE", "hdfs",
+        "Spark state store: `hdfs` (in-memory maps) or `rocksdb`; fixed by the checkpoint once the job ran",
+        choices=tuple(STATE_STORES))
+    trigger_interval_ms: int = setting(
+        "NAMESRV_TRIGGER_INTERVAL_MS", 500,
+        "how often the source is asked for new records; a batch runs only when admitted (see Architecture)",
+        positive=True)
+    heartbeat_defer_ms: int = setting("NAMESRV_HEARTBEAT_DEFER_MS", 10000,
+                                      "heartbeats alone wait up to this long for a batch (0 = a batch every trigger)")
+    broker_timeout_ms: int = setting("NAMESRV_BROKER_TIMEOUT_MS", 120000,
+                                     "default `heartbeatTimeoutMillis` of a broker that sends none", positive=True)
+    max_clock_skew_ms: int = setting("NAMESRV_MAX_CLOCK_SKEW_MS", 300000,
+                                     "allowed distance of an event `timestamp` from its Kafka record time")
+    http_host: str = setting("NAMESRV_HTTP_HOST", "127.0.0.1", "HTTP listen address")
+    http_port: int = setting("NAMESRV_HTTP_PORT", 9877,
+                             "HTTP listen port (RocketMQ's remoting port is 9876; 0 = any free port, tests)",
+                             maximum=65535)
+    http_threads: int = setting("NAMESRV_HTTP_THREADS", 8, "Python threads of the granian worker", positive=True)
+    refresh_interval_ms: int = setting("NAMESRV_REFRESH_INTERVAL_MS", 200,
+                                       "how often the server looks for a newer snapshot", positive=True)
+    write_timeout_ms: int = setting("NAMESRV_WRITE_TIMEOUT_MS", 30000,
+                                    "how long a write waits to be materialized before answering 504", positive=True)
+    admin_token: str = setting("NAMESRV_ADMIN_TOKEN", "",
+                               "bearer token for writes; empty = the token file `<data dir>/admin-token`",
+                               secret=True)
+    live_flush_ms: int = setting("NAMESRV_LIVE_FLUSH_MS", 60000,
+                                 "heartbeats reach `broker_live` once per window (0 = every batch)")
+    maintenance_interval_ms: int = setting("NAMESRV_MAINTENANCE_INTERVAL_MS", 3600000, "table maintenance period",
+                                           positive=True)
+    history_retention_ms: int = setting("NAMESRV_HISTORY_RETENTION_MS", 604800000,
+                                        "time-travel window (7 days) kept by log cleanup and vacuum", positive=True)
+    delete_topic_with_broker_registration: bool = setting(
+        "NAMESRV_DELETE_TOPIC_WITH_BROKER_REGISTRATION", False,
+        "RocketMQ 5.1.4's switch: a registration drops the broker's topics it no longer lists")
+    test_kill_probability: float = setting(
+        "NAMESRV_TEST_KILL_PROBABILITY", 0.0,
+        "crash-safety tests only: chance of a SIGKILL of the job at each sink commit point (0 = never)",
+        maximum=1)
 
     @property
     def bootstrap(self) -> str:
@@ -101,51 +131,64 @@ class Config:
         return self.data_dir / "admin-token"
 
 
-# Producer requests (32 MiB) and source fetches (64 MiB) are sized above every accepted record,
-# so an oversize record still arrives and is dead-lettered with its reason, never lost.
-MAX_MESSAGE_BYTES_CEILING = 16 * 1024 * 1024
-
-# Spark state store providers by their NAMESRV_STATE_STORE name.
-STATE_STORES = {
-    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
-    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-}
+SETTINGS: tuple[dataclasses.Field[Any], ...] = dataclasses.fields(Config)
 
 
-def load_config(environ: Mapping[str, str] | None = None, defaults_file: Path = DEFAULTS_FILE) -> Config:
-    """Merge the defaults file with `NAMESRV_*` variables from `environ` (default: os.environ)."""
+def load_config(environ: Mapping[str, str] | None = None) -> Config:
+    """The defaults, overridden by `NAMESRV_*` variables from `environ` (default: os.environ)."""
     env = os.environ if environ is None else environ
-    with open(defaults_file, "rb") as fh:
-        toml = tomllib.load(fh)
-    values: dict[str, object] = {}
-    for name, (section, key, var) in _SOURCES.items():
-        default = toml[section][key]
-        raw = env.get(var)
-        if raw is None or raw == "" and not isinstance(default, str):
-            value: object = default
-        elif isinstance(default, bool):
-            if raw.strip().lower() not in ("true", "false"):
-                raise ConfigError(f"{var}={raw!r} must be true or false")
-            value = raw.strip().lower() == "true"
-        elif isinstance(default, int):
-            try:
-                value = int(raw)
-            except ValueError:
-                raise ConfigError(f"{var}={raw!r} is not an integer") from None
-            if value < 0:
-                raise ConfigError(f"{var}={raw!r} must not be negative")
-        else:
-            value = raw
-        values[name] = value
-    values["data_dir"] = Path(str(values["data_dir"])).resolve()
-    for name in ("kafka_partitions", "max_records_per_batch", "shuffle_partitions", "trigger_interval_ms",
-                 "broker_timeout_ms", "http_threads", "refresh_interval_ms", "max_message_bytes",
-                 "write_timeout_ms", "maintenance_interval_ms", "history_retention_ms"):
-        if int(values[name]) <= 0:  # type: ignore[arg-type]
-            raise ConfigError(f"{_SOURCES[name][2]} must be positive")
-    if values["state_store"] not in STATE_STORES:
-        raise ConfigError(f"NAMESRV_STATE_STORE={values['state_store']!r} must be one of {', '.join(STATE_STORES)}")
-    if int(values["max_message_bytes"]) > MAX_MESSAGE_BYTES_CEILING:  # type: ignore[arg-type]
-        raise ConfigError(f"NAMESRV_MAX_MESSAGE_BYTES must be at most {MAX_MESSAGE_BYTES_CEILING} "
-                          "(the producer's request and the source's fetch are sized above it)")
-    return Config(**values)  # type: ignore[arg-type]
+    values: dict[str, Any] = {}
+    for f in SETTINGS:
+        raw = env.get(f.metadata["env"])
+        values[f.name] = f.default if raw is None or (raw == "" and not isinstance(f.default, str)) \
+            else _parse(f, raw)
+    values["data_dir"] = Path(values["data_dir"]).resolve()
+    return Config(**values)
+
+
+def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
+    var, default, meta = f.metadata["env"], f.default, f.metadata
+    if isinstance(default, bool):
+        if raw.strip().lower() not in ("true", "false"):
+            raise ConfigError(f"{var}={raw!r} must be true or false")
+        return raw.strip().lower() == "true"
+    if isinstance(default, (int, float)):
+        try:
+            value: int | float = type(default)(raw)
+        except ValueError:
+            raise ConfigError(f"{var}={raw!r} is not {'an integer' if isinstance(default, int) else 'a number'}") \
+                from None
+        if value < 0:
+            raise ConfigError(f"{var}={raw!r} must not be negative")
+        if meta["positive"] and value == 0:
+            raise ConfigError(f"{var} must be positive")
+        if meta["maximum"] is not None and value > meta["maximum"]:
+            raise ConfigError(f"{var}={raw!r} must be at most {meta['maximum']}")
+        return value
+    if meta["choices"] is not None and raw not in meta["choices"]:
+        raise ConfigError(f"{var}={raw!r} must be one of {', '.join(meta['choices'])}")
+    return type(default)(raw)
+
+
+def _shown(f: dataclasses.Field[Any]) -> str:
+    default = f.default
+    if f.metadata["shown"]:
+        return str(f.metadata["shown"])
+    if default == "":
+        return "*(empty)*"
+    if isinstance(default, bool):
+        return f"`{str(default).lower()}`"
+    return f"`{default}`"
+
+
+def settings_table() -> str:
+    """The README's configuration table (markdown), generated from the declarations."""
+    lines = ["| variable | default | meaning |", "|---|---|---|"]
+    lines += [f"| `{f.metadata['env']}` | {_shown(f)} | {f.metadata['doc']} |" for f in SETTINGS]
+    return "\n".join(lines)
+
+
+def describe(cfg: Config) -> dict[str, str]:
+    """The effective configuration by variable name, secrets masked (for logs and `--print-config`)."""
+    return {f.metadata["env"]: "***" if f.metadata["secret"] and getattr(cfg, f.name) else str(getattr(cfg, f.name))
+            for f in SETTINGS}

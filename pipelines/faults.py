@@ -1,6 +1,6 @@
 """Fault injection for crash-safety tests: SIGKILL this process at a sink commit point.
 
-Enabled only by NAMESRV_TEST_KILL_PROBABILITY (read by the job's entry point); never in
+Enabled only by NAMESRV_TEST_KILL_PROBABILITY (a setting, read at the job's entry point); never in
 normal runs. The points cover every gap of a batch's cut: before each table commit (so
 between table commits), before the snapshots row, and before the progress record.
 """

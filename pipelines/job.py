@@ -15,18 +15,22 @@ from pathlib import Path
 
 from conf import STATE_STORES, Config, load_config
 from conf.logs import setup_logging
+from eventlog.topics import ensure_topic
 from pipelines import kafka_source
 from pipelines.faults import KillAtRandom
-from pipelines.routing import RoutingConfig
 from pipelines.sink import DeltaSink
-from pipelines.stateful import OUTPUT_SCHEMA, STATE_SCHEMA, StepConfig, make_step
+from pipelines.step import STATE_SCHEMA, StepConfig, make_step
+from pipelines.step_rows import OUTPUT_SCHEMA
 
 log = logging.getLogger("namesrv.job")
 QUERY_NAME = "namesrv-routes"
+# What the step and the source import on an executor (pickled by reference, so shipped as code).
+EXECUTOR_PACKAGES = ("conf", "schemas", "routeinfo", "eventlog", "pipelines")
 
 
 def build_spark(cfg: Config, app_name: str = "namesrv"):
-    """A SparkSession for the job. Python workers must run this interpreter (see design traps)."""
+    """A SparkSession for the job. Python workers must run this interpreter: a worker started
+    with another Python (the system one) lacks the pinned packages and fails at import."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, and no hostname warning
@@ -52,7 +56,7 @@ def build_spark(cfg: Config, app_name: str = "namesrv"):
              .config("spark.sql.streaming.stateStore.providerClass", STATE_STORES[cfg.state_store])
              .config("spark.python.worker.reuse", "true")
              # Batches run when the source admits one (new records, a due timeout, a tick); see
-             # kafka_source.KafkaStreamReader._admit. Spark's own no-data batches would run
+             # pipelines/admission.py. Spark's own no-data batches would run
              # every trigger, because ProcessingTimeTimeout always asks for another batch.
              .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
              .getOrCreate())
@@ -66,13 +70,13 @@ def build_spark(cfg: Config, app_name: str = "namesrv"):
 
 
 def code_archive(data_dir: Path) -> Path:
-    """A zip of the packages executors import (conf, schemas, pipelines), rebuilt per start."""
+    """A zip of the packages executors import, rebuilt per start."""
     import zipfile
     root = Path(__file__).resolve().parent.parent
     data_dir.mkdir(parents=True, exist_ok=True)
     target = data_dir / "namesrv-code.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as z:
-        for package in ("conf", "schemas", "pipelines"):
+        for package in EXECUTOR_PACKAGES:
             for f in sorted((root / package).rglob("*")):
                 if f.is_file() and "__pycache__" not in f.parts:
                     z.write(f, f.relative_to(root).as_posix())
@@ -104,10 +108,7 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None)
     sink = DeltaSink(cfg.warehouse, cfg.checkpoint_dir, retention_ms=cfg.history_retention_ms,
                      maintenance_interval_ms=cfg.maintenance_interval_ms, **({"fault": fault} if fault else {}))
     sink.ensure_tables()
-    step = make_step(StepConfig(
-        routing=RoutingConfig(default_timeout_ms=cfg.broker_timeout_ms, live_flush_ms=cfg.live_flush_ms,
-                              delete_topic_with_broker_registration=cfg.delete_topic_with_broker_registration),
-        max_message_bytes=cfg.max_message_bytes, max_clock_skew_ms=cfg.max_clock_skew_ms))
+    step = make_step(StepConfig.from_config(cfg))
     raw = (spark.readStream.format(kafka_source.SOURCE_NAME)
            .option("bootstrap", cfg.bootstrap).option("topic", cfg.kafka_topic)
            .option("partitions", str(cfg.kafka_partitions))
@@ -127,10 +128,9 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None)
 def main() -> int:
     cfg = load_config()
     setup_logging()
-    kafka_source.ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions)
+    ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions)
     spark = build_spark(cfg)
-    kill = os.environ.get("NAMESRV_TEST_KILL_PROBABILITY")  # crash-safety tests only
-    query = start_query(spark, cfg, fault=KillAtRandom(float(kill)) if kill else None)
+    query = start_query(spark, cfg, fault=KillAtRandom(cfg.test_kill_probability) if cfg.test_kill_probability else None)
     stopping = threading.Event()
 
     def _stop(signum, frame):

@@ -1,14 +1,14 @@
-"""A Kafka streaming source on Spark's Python data source API, reading with kafka-python.
+"""The streaming job's Kafka source on Spark's Python data source API (I/O only).
 
-Used because the Spark Kafka connector jars cannot be resolved here (no Maven Central).
-One input partition per Kafka partition; offsets are `{"<partition>": next offset}`. The
-engine asks for at most `maxRecordsPerBatch` records per micro-batch (admission control,
-Spark 4.2), shared evenly between partitions.
+One input partition per Kafka partition; offsets are `{"<partition>": next offset}` plus the
+virtual `tick` (see `admission`). The engine asks for at most `maxRecordsPerBatch` records per
+micro-batch (admission control, Spark 4.2), shared evenly between partitions; whether a
+trigger runs a batch at all is `admission.decide`'s call, with the waiting records scanned here.
 
-Tansu reports a partition's end offset as the *base* offset of its last record batch plus
-one, so the true end is found by fetching that last batch (see `true_end`). A broker that is
-unreachable means "no new data" until it is back; a log that went backwards (a memory-only
-broker restarted) is read again from its beginning.
+A broker that is unreachable means "no new data" until it is back; a log that went backwards
+(a memory-only broker restarted) is read again from its beginning. Kafka I/O shared with
+the rest of the system (topic creation, the consumer settings, Tansu's end-offset quirk) is
+in `eventlog`.
 """
 
 from __future__ import annotations
@@ -22,14 +22,17 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from schemas.events import TYPE_HEADER
+from eventlog.consumer import consumer, true_end
+from eventlog.topics import ensure_topic
+from pipelines import admission
+from pipelines.admission import TICK, Backlog
+from schemas.events import BROKER_HEARTBEAT, TYPE_HEADER
 from schemas.progress import read_progress
 
 SOURCE_NAME = "namesrv_kafka"
 RAW_SCHEMA = "partition int, offset long, timestamp long, key string, value binary"
 
 log = logging.getLogger(__name__)
-_FETCH_BYTES = 64 * 1024 * 1024  # above any record we accept, so oversize records reach dead_letter
 
 
 @dataclass
@@ -39,30 +42,19 @@ class KafkaRange(InputPartition):
     end: int
 
 
-def _consumer(bootstrap: str):
-    from kafka import KafkaConsumer
-    return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                         max_partition_fetch_bytes=_FETCH_BYTES, fetch_max_bytes=_FETCH_BYTES,
-                         request_timeout_ms=10_000,
-                         consumer_timeout_ms=1000)
-
-
 # One consumer per bootstrap in each Python worker process, kept across tasks (Spark reuses its
 # workers): connecting and fetching metadata per partition per micro-batch was most of the
 # source's cost. Process-local and rebuilt after any error, so it holds no state that matters.
 _READERS: dict[str, Any] = {}
 
-# The virtual offset that lets a batch run without new records (see KafkaStreamReader._admit),
-# and the record header producers set on heartbeats so the source may let them wait.
-TICK = "tick"
-HEARTBEAT_HEADER = TYPE_HEADER
-_SCAN_LIMIT = 5000
+_HEARTBEAT = BROKER_HEARTBEAT.encode()
+_SCAN_LIMIT = 5000  # waiting records looked at to tell heartbeats from the rest
 
 
 def _reader_consumer(bootstrap: str):
     c = _READERS.get(bootstrap)
     if c is None:
-        c = _READERS[bootstrap] = _consumer(bootstrap)
+        c = _READERS[bootstrap] = consumer(bootstrap)
     return c
 
 
@@ -75,49 +67,9 @@ def _drop_reader_consumer(bootstrap: str) -> None:
             pass
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int, wait_s: float = 60.0) -> int:
-    """Create `topic` if it does not exist; return its partition count. Waits for the broker."""
-    from kafka.admin import KafkaAdminClient, NewTopic
-    from kafka.errors import KafkaError, TopicAlreadyExistsError
-    deadline = time.monotonic() + wait_s
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-            try:
-                if topic not in admin.list_topics():
-                    try:
-                        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
-                    except TopicAlreadyExistsError:
-                        pass
-                described = admin.describe_topics([topic])
-                count = len(described[0]["partitions"]) if described else 0
-                if count:
-                    return count
-            finally:
-                admin.close()
-        except KafkaError as exc:  # broker not up yet
-            last_error = exc
-        time.sleep(0.5)
-    raise RuntimeError(f"Kafka topic {topic!r} at {bootstrap} not available after {wait_s:.0f} s: {last_error}")
-
-
-def true_end(consumer, tp, reported: int) -> int:
-    """The partition's real end offset. Tansu reports the base offset of the last record batch
-    plus one, so fetch that batch and take its last offset + 1."""
-    if reported <= 0:
-        return reported
-    consumer.assign([tp])
-    consumer.seek(tp, reported - 1)
-    for _ in range(3):
-        batch = consumer.poll(timeout_ms=200).get(tp, [])
-        if batch:
-            return max(reported, batch[-1].offset + 1)
-    return reported
-
-
 class KafkaEventSource(DataSource):
-    """Options: bootstrap, topic, partitions (when creating the topic), maxRecordsPerBatch."""
+    """Options (all required): bootstrap, topic, partitions (when creating the topic),
+    maxRecordsPerBatch, heartbeatDeferMs, progressDir (where the sink writes `_progress.json`)."""
 
     @classmethod
     def name(cls) -> str:
@@ -135,15 +87,16 @@ class KafkaStreamReader(DataSourceStreamReader):
         options = {k.lower(): v for k, v in options.items()}  # Spark hands option names over lower-cased
         self.bootstrap = options["bootstrap"]
         self.topic = options["topic"]
-        self.create_partitions = int(options.get("partitions", "2"))
-        self.max_records = int(options.get("maxrecordsperbatch", "5000"))
+        # Every option is required: the job passes its configuration (no second set of defaults).
+        self.create_partitions = int(options["partitions"])
+        self.max_records = int(options["maxrecordsperbatch"])
         self._consumer = None
         self._ends: dict[int, tuple[int, int]] = {}  # partition -> (reported end, true end)
         self._regressed: set[int] = set()
         self._unavailable = False
         # Batch admission (see `_admit`): heartbeats may wait up to defer_ms for company.
-        self.defer_ms = int(options.get("heartbeatdeferms", "0"))
-        self.progress_dir = options.get("progressdir")
+        self.defer_ms = int(options["heartbeatdeferms"])
+        self.progress_dir = options["progressdir"]
         self._last_run = 0.0
         self._scan: dict[int, tuple[int, int, bool, int | None]] = {}  # p -> (from, scanned to, urgent, oldest ts)
 
@@ -160,7 +113,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def _client(self):
         if self._consumer is None:
-            self._consumer = _consumer(self.bootstrap)
+            self._consumer = consumer(self.bootstrap)
         return self._consumer
 
     def initialOffset(self) -> dict:
@@ -211,47 +164,31 @@ class KafkaStreamReader(DataSourceStreamReader):
         return self._admit(start, out)
 
     def _admit(self, start: dict, out: dict) -> dict:
-        """Decide whether this trigger runs a batch, given the offsets it could read up to.
-
-        The job disables Spark's no-data batches, so a batch runs only when the returned offsets
-        differ from `start`. One runs when a record other than a heartbeat waits (registrations
-        and writes are served at the next trigger), when the oldest waiting heartbeat has waited
-        `defer_ms`, when the earliest group timeout the sink reported (`nextDeadline`) is due, or
-        after `defer_ms` without a batch (bounds expiry after a restart, when the sink has not
-        heard every group's timeout yet). A batch without new records bumps the virtual TICK
-        offset, which reads nothing but lets Spark run the group timeouts. With defer_ms = 0
-        every trigger runs a batch, as Spark's own no-data batches would.
-        """
-        tick = int(start.get(TICK, 0))
-        out[TICK] = tick
+        """Run a batch up to `out`, or not (return `start`): `admission.decide` rules."""
         now = time.time() * 1000
-        pending = {int(p): (int(start.get(p, 0)), int(e)) for p, e in out.items()
-                   if p != TICK and int(e) != int(start.get(p, 0))}
-        run = self.defer_ms <= 0 or now - self._last_run >= self.defer_ms
-        if not run and pending:
-            urgent, oldest = self._scan_pending(pending)
-            run = urgent or (oldest is not None and now - oldest >= self.defer_ms)
-        if not run and self.progress_dir:
-            progress = read_progress(Path(self.progress_dir)) or {}
-            deadline = progress.get("nextDeadline")
-            run = deadline is not None and now >= deadline
-        if not run:
-            return dict(start)
-        if not pending:
-            out[TICK] = tick + 1
-        self._last_run = now
-        self._scan.clear()
-        return out
+        pending = admission.pending_ranges(start, out)
+        run = admission.decide(now, defer_ms=self.defer_ms, last_run_ms=self._last_run, pending=bool(pending),
+                               backlog=lambda: self._scan_pending(pending), next_deadline=self._next_deadline)
+        if run:
+            self._last_run = now
+            self._scan.clear()
+        return admission.offsets_to_run(start, out, run=run)
 
-    def _scan_pending(self, pending: dict[int, tuple[int, int]]) -> tuple[bool, int | None]:
-        """(any waiting record is not a heartbeat, record time of the oldest waiting heartbeat).
+    def _next_deadline(self) -> int | None:
+        if not self.progress_dir:
+            return None
+        deadline: int | None = (read_progress(Path(self.progress_dir)) or {}).get("nextDeadline")
+        return deadline
+
+    def _scan_pending(self, pending: dict[int, tuple[int, int]]) -> Backlog:
+        """Whether any waiting record is not a heartbeat, and the oldest waiting heartbeat's time.
         Records are looked at once (the scan resumes where it stopped); a range that went
         backwards (log reset) or is too long to be worth scanning counts as urgent."""
         from kafka import TopicPartition
         urgent_any, oldest_all = False, None
         for p, (s, e) in sorted(pending.items()):
             if e < s or e - s > _SCAN_LIMIT:
-                return True, None
+                return Backlog(urgent=True, oldest_heartbeat_ms=None)
             frm, upto, urgent, oldest = self._scan.get(p, (s, s, False, None))
             if frm != s:  # a batch consumed part of it since: start over
                 frm, upto, urgent, oldest = s, s, False, None
@@ -265,7 +202,7 @@ class KafkaStreamReader(DataSourceStreamReader):
                     for rec in c.poll(timeout_ms=200, max_records=_SCAN_LIMIT).get(tp, []):
                         if rec.offset < upto or rec.offset >= e:
                             continue
-                        if not any(k == HEARTBEAT_HEADER and v == b"BROKER_HEARTBEAT" for k, v in rec.headers or ()):
+                        if not any(k == TYPE_HEADER and v == _HEARTBEAT for k, v in rec.headers or ()):
                             urgent = True
                             break
                         oldest = rec.timestamp if oldest is None else min(oldest, rec.timestamp)
@@ -276,7 +213,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             urgent_any = urgent_any or urgent
             if oldest is not None:
                 oldest_all = oldest if oldest_all is None else min(oldest_all, oldest)
-        return urgent_any, oldest_all
+        return Backlog(urgent=urgent_any, oldest_heartbeat_ms=oldest_all)
 
     def _ends_now(self) -> dict[int, int]:
         tps = self._tps()

@@ -19,11 +19,11 @@ from typing import Any, Callable, Iterable
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
+from pipelines import step_rows
 from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
-from pipelines.stateful import DEADLINE, DEAD_LETTER, REJECTED
-from schemas import tables as t
 from pipelines.memory import release_memory
+from schemas import tables as t
 from schemas.progress import write_progress
 
 APP_ID = "namesrv-sink"
@@ -49,19 +49,19 @@ def plan_batch(rows: Iterable[dict[str, Any]], batch_id: int, now_ms: int) -> Ba
     """Pure: sort the step's output rows into per-table replacements and dead letters."""
     plan = BatchPlan()
     for r in rows:
-        tbl = r["tbl"]
-        if tbl == DEAD_LETTER:
+        target = r["target"]
+        if target == step_rows.DEAD_LETTER:
             plan.dead_letters.append({
-                "value": r["raw"], "key": r["rawKey"], "reason": r["payload"], "partition": r["partition"],
+                "value": r["raw"], "key": r["rawKey"], "reason": r["body"], "partition": r["partition"],
                 "offset": r["offset"], "kafkaTimestamp": r["kafkaTimestamp"], "batchId": batch_id, "time": now_ms})
-        elif tbl == REJECTED:
-            plan.rejected.append(f"{r['grp']}: {r['payload']}")
-        elif tbl == DEADLINE:
-            plan.deadlines[r["grp"]] = int(r["payload"]) if r["payload"] else None
-        elif tbl == t.ROUTE_CHANGES.name:
-            plan.changes.extend(json.loads(r["payload"]))
+        elif target == step_rows.REJECTED:
+            plan.rejected.append(f"{r['owner']}: {r['body']}")
+        elif target == step_rows.DEADLINE:
+            plan.deadlines[r["owner"]] = int(r["body"]) if r["body"] else None
+        elif target == step_rows.ROUTE_CHANGES:
+            plan.changes.extend(json.loads(r["body"]))
         else:
-            plan.replace.setdefault(tbl, {})[r["grp"]] = json.loads(r["payload"])
+            plan.replace.setdefault(target, {})[r["owner"]] = json.loads(r["body"])
     plan.dead_letters.sort(key=lambda d: (d["partition"], d["offset"]))
     # Deterministic order: by Kafka position, expiries (no position) last, then by group.
     plan.changes.sort(key=lambda c: (c["partition"] is None, c["partition"] or 0, c["offset"] or 0, c["time"],
@@ -79,7 +79,7 @@ class DeltaSink:
     """The job's only writer. Keeps one DeltaTable handle per table (delta-rs updates a handle
     on write), so a batch opens nothing it already has."""
 
-    def __init__(self, warehouse: Path, checkpoint_dir: Path, *, retention_ms: int = 7 * 24 * 3_600_000,
+    def __init__(self, warehouse: Path, checkpoint_dir: Path, *, retention_ms: int,
                  maintenance_interval_ms: int | None = None, fault: Callable[[str], None] = no_fault) -> None:
         self.warehouse = Path(warehouse)
         self.fault = fault

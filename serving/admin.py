@@ -11,18 +11,20 @@ from flask import Blueprint, current_app, jsonify, request
 
 from conf import Config
 from schemas import events as ev
-from serving import commands, views, writes
-from serving.app_state import snapshot
+from schemas import fields
+from routeinfo import admin_fanout, route_reads
+from serving import writes
+from serving.context import snapshot
 
 bp = Blueprint("admin", __name__)
 
 
 def _perm_command(broker_name: str, build, field: str):
-    ev.validate_name(broker_name, "brokerName")
+    fields.validate_name(broker_name, "brokerName")
     snap, coords = writes.publish([build(broker_name)])
     if snap is None:
         return writes.accepted(coords)
-    return jsonify({field: views.topics_hosted_by(snap, broker_name)})
+    return jsonify({field: route_reads.topics_hosted_by(snap, broker_name)})
 
 
 @bp.post("/brokers/<broker_name>/wipe-write-perm")
@@ -40,11 +42,11 @@ def add_write_perm(broker_name: str):
 @bp.delete("/topics/<topic>")
 @writes.authorized
 def delete_topic(topic: str):
-    ev.validate_topic(topic)
+    fields.validate_topic(topic)
     cluster = request.args.get("cluster") or None
     if cluster is not None:
-        ev.validate_name(cluster, "cluster")
-    events = commands.delete_topic(snapshot(), topic, cluster)
+        fields.validate_name(cluster, "cluster")
+    events = admin_fanout.delete_topic(snapshot(), topic, cluster)
     snap, coords = writes.publish(events)
     if snap is None:
         return writes.accepted(coords)
@@ -54,17 +56,17 @@ def delete_topic(topic: str):
 @bp.put("/topics/<topic>/route")
 @writes.authorized
 def register_topic(topic: str):
-    ev.validate_topic(topic)
+    fields.validate_topic(topic)
     raw = writes.json_body().get("queueDatas")
     if not isinstance(raw, list):
-        raise ev.InvalidEvent("body must be {\"queueDatas\": [QueueData, ...]}")
+        raise fields.InvalidInput("body must be {\"queueDatas\": [QueueData, ...]}")
     queue_datas: list[dict[str, Any]] = []
     for i, q in enumerate(raw):
         if not isinstance(q, dict):
-            raise ev.InvalidEvent(f"queueDatas[{i}] must be an object")
-        queue_datas.append({"brokerName": ev.validate_name(q.get("brokerName"), f"queueDatas[{i}].brokerName"),
-                            **ev.queue_fields(q, f"queueDatas[{i}]")})
-    events = commands.register_topic(snapshot(), topic, queue_datas)
+            raise fields.InvalidInput(f"queueDatas[{i}] must be an object")
+        queue_datas.append({"brokerName": fields.validate_name(q.get("brokerName"), f"queueDatas[{i}].brokerName"),
+                            **fields.queue_fields(q, f"queueDatas[{i}]")})
+    events = admin_fanout.register_topic(snapshot(), topic, queue_datas)
     snap, coords = writes.publish(events)
     if snap is None:
         return writes.accepted(coords)
@@ -88,7 +90,7 @@ def get_config():
 def put_config():
     body = writes.json_body()
     if not body:
-        raise ev.InvalidEvent("body must name at least one switch")
+        raise fields.InvalidInput("body must name at least one switch")
     events = [ev.update_config_event(k, ev.validate_switch(k, v)) for k, v in body.items()]
     snap, coords = writes.publish(events)
     if snap is None:

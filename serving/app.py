@@ -8,9 +8,9 @@ from werkzeug.routing import PathConverter
 from conf import Config
 from conf.tokens import admin_token
 from serving import admin, cluster, errors, health, history, kv, openapi, routes, writes
-from serving.app_state import EXTENSION
+from serving.context import EXTENSION
 from serving.fastpath import RouteBodies
-from serving.snapshot import SnapshotReader, SnapshotStore
+from serving.snapshot_store import SnapshotReader, SnapshotStore
 
 
 class AnythingConverter(PathConverter):

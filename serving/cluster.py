@@ -4,21 +4,22 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify, request
 
-from schemas.events import validate_addr, validate_name
-from serving import views
-from serving.app_state import parse_int, snapshot
+from schemas.fields import validate_addr, validate_name
+from routeinfo import route_reads
+from serving.context import snapshot
+from serving.params import parse_int
 
 bp = Blueprint("cluster", __name__)
 
 
 @bp.get("/cluster")
 def cluster():
-    return jsonify(views.cluster_info(snapshot()))
+    return jsonify(route_reads.cluster_info(snapshot()))
 
 
 @bp.get("/brokers/live")
 def brokers_live():
-    return jsonify(views.live_brokers(snapshot()))
+    return jsonify(route_reads.live_brokers(snapshot()))
 
 
 @bp.get("/brokers/<cluster>/<broker_addr>/data-version")
@@ -30,17 +31,17 @@ def data_version(cluster: str, broker_addr: str):
     asked = None
     if any(v is not None for v in given.values()):
         asked = {f: parse_int(given[f] or "0", f) for f in fields}
-    return jsonify(views.data_version(snapshot(), cluster, broker_addr, asked))
+    return jsonify(route_reads.data_version(snapshot(), cluster, broker_addr, asked))
 
 
 @bp.get("/brokers/<broker_name>/master")
 def master(broker_name: str):
     validate_name(broker_name, "brokerName")
-    return jsonify(views.master_of(snapshot(), broker_name))
+    return jsonify(route_reads.master_of(snapshot(), broker_name))
 
 
 @bp.get("/brokers/<cluster>/<broker_name>/members")
 def members(cluster: str, broker_name: str):
     validate_name(cluster, "cluster")
     validate_name(broker_name, "brokerName")
-    return jsonify(views.member_group(snapshot(), cluster, broker_name))
+    return jsonify(route_reads.member_group(snapshot(), cluster, broker_name))

@@ -7,7 +7,7 @@ from typing import Any
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
-from schemas.events import InvalidEvent
+from schemas.fields import InvalidInput
 
 
 class ApiError(Exception):
@@ -26,8 +26,8 @@ def register(app: Flask) -> None:
         headers = {"WWW-Authenticate": "Bearer"} if err.status == 401 else {}
         return jsonify(code=err.code, remark=err.remark, **err.extra), err.status, headers
 
-    @app.errorhandler(InvalidEvent)
-    def _invalid(err: InvalidEvent):
+    @app.errorhandler(InvalidInput)
+    def _invalid(err: InvalidInput):
         return jsonify(code="INVALID_PARAMETER", remark=str(err)), 400
 
     @app.errorhandler(HTTPException)

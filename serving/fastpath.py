@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from serving.snapshot import SnapshotStore
+from serving.snapshot_store import SnapshotStore
 
 _PREFIX, _SUFFIX = "/topics/", "/route"
 
@@ -27,7 +27,7 @@ class RouteBodies:
         if (environ.get("REQUEST_METHOD") == "GET" and not environ.get("QUERY_STRING")
                 and path.startswith(_PREFIX) and path.endswith(_SUFFIX)):
             topic = path[len(_PREFIX):-len(_SUFFIX)]
-            body = self.snapshots.current.route_bodies.get((topic, None))
+            body = self.snapshots.current.route_bodies.get(topic)
             if body is not None:
                 start_response("200 OK", [("Content-Type", "application/json"),
                                           ("Content-Length", str(len(body)))])

@@ -6,7 +6,7 @@ import time
 
 from flask import Blueprint, jsonify
 
-from serving.app_state import store
+from serving.context import store
 
 bp = Blueprint("health", __name__)
 

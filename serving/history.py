@@ -12,9 +12,10 @@ import pyarrow.compute as pc
 from flask import Blueprint, jsonify, request
 
 from schemas import tables as t
-from schemas.events import InvalidEvent
-from serving import views
-from serving.app_state import parse_instant, parse_int, store
+from schemas.fields import InvalidInput
+from routeinfo import route_reads
+from serving.context import store
+from serving.params import parse_instant, parse_int
 from serving.errors import ApiError
 
 bp = Blueprint("history", __name__)
@@ -25,7 +26,7 @@ def _paging() -> tuple[int, int]:
     limit = parse_int(request.args.get("limit", "100"), "limit")
     offset = parse_int(request.args.get("offset", "0"), "offset")
     if not 1 <= limit <= MAX_LIMIT or offset < 0:
-        raise InvalidEvent(f"limit must be 1..{MAX_LIMIT} and offset >= 0")
+        raise InvalidInput(f"limit must be 1..{MAX_LIMIT} and offset >= 0")
     return limit, offset
 
 
@@ -76,10 +77,10 @@ def changes():
 @bp.get("/history/diff")
 def diff():
     if "from" not in request.args or "to" not in request.args:
-        raise InvalidEvent("both 'from' and 'to' instants are required")
+        raise InvalidInput("both 'from' and 'to' instants are required")
     try:
         before = store().historic(as_of_ms=parse_instant(request.args["from"], "from"))
         after = store().historic(as_of_ms=parse_instant(request.args["to"], "to"))
     except LookupError as exc:
         raise ApiError(404, "SNAPSHOT_NOT_FOUND", str(exc)) from None
-    return jsonify(views.diff(before, after))
+    return jsonify(route_reads.diff(before, after))

@@ -5,20 +5,21 @@ from __future__ import annotations
 from flask import Blueprint, jsonify
 
 from schemas import events as ev
+from schemas import fields
 from serving import writes
-from serving.app_state import snapshot
+from serving.context import snapshot
 from serving.errors import ApiError
 
 bp = Blueprint("kv", __name__)
 
 
 def _namespace(ns: str) -> str:
-    return ev.validate_name(ns, "namespace")
+    return fields.validate_name(ns, "namespace")
 
 
 def _key(key: str) -> str:
     if not key or len(key) > 1024:
-        raise ev.InvalidEvent("key must be 1 to 1024 characters")
+        raise fields.InvalidInput("key must be 1 to 1024 characters")
     return key
 
 
@@ -43,7 +44,7 @@ def get_value(namespace: str, key: str):
 def put_value(namespace: str, key: str):
     value = writes.json_body().get("value")
     if not isinstance(value, str):
-        raise ev.InvalidEvent("body must be {\"value\": \"<string>\"}")
+        raise fields.InvalidInput("body must be {\"value\": \"<string>\"}")
     snap, coords = writes.publish([ev.put_kv_event(_namespace(namespace), _key(key), value)])
     if snap is None:
         return writes.accepted(coords)

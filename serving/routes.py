@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from schemas.events import validate_name
-from serving import views
-from serving.app_state import snapshot
+from schemas.fields import validate_name
+from routeinfo import route_reads
+from serving.context import snapshot
 from serving.errors import ApiError, topic_not_exist
 
 bp = Blueprint("routes", __name__)
@@ -17,55 +17,55 @@ def topic_route(topic: str):
     zone = request.args.get("zone")
     snap = snapshot()
     if zone:
-        route = views.topic_route(snap, topic, zone=validate_name(zone, "zone"))
+        route = route_reads.topic_route(snap, topic, zone=validate_name(zone, "zone"))
         if route is None:
             raise topic_not_exist(topic)
         return jsonify(route)
     # The hot path: a cut's answer for a topic is serialized once, on its first lookup. Only
     # found routes are kept, so lookups of arbitrary names cannot grow the cache.
-    body = snap.route_bodies.get((topic, None))
+    body = snap.route_bodies.get(topic)
     if body is None:
-        route = views.topic_route(snap, topic)
+        route = route_reads.topic_route(snap, topic)
         if route is None:
             raise topic_not_exist(topic)
         body = current_app.json.response(route).get_data()
-        snap.route_bodies[(topic, None)] = body
+        snap.route_bodies[topic] = body
     return Response(body, mimetype="application/json")
 
 
 def _listed(build):
     try:
         return jsonify(build())
-    except views.Disabled:
+    except route_reads.Disabled:
         raise ApiError(403, "SYSTEM_ERROR", "disable") from None
 
 
 @bp.get("/topics")
 def topics():
-    return _listed(lambda: views.all_topics(snapshot()))
+    return _listed(lambda: route_reads.all_topics(snapshot()))
 
 
 @bp.get("/clusters/<cluster>/topics")
 def cluster_topics(cluster: str):
     validate_name(cluster, "cluster")
-    return _listed(lambda: views.topics_by_cluster(snapshot(), cluster))
+    return _listed(lambda: route_reads.topics_by_cluster(snapshot(), cluster))
 
 
 @bp.get("/topics/system")
 def system_topics():
-    return jsonify(views.system_topics(snapshot()))
+    return jsonify(route_reads.system_topics(snapshot()))
 
 
 @bp.get("/topics/unit")
 def unit_topics():
-    return _listed(lambda: views.unit_topics(snapshot(), "unit"))
+    return _listed(lambda: route_reads.unit_topics(snapshot(), "unit"))
 
 
 @bp.get("/topics/unit-sub")
 def unit_sub_topics():
-    return _listed(lambda: views.unit_topics(snapshot(), "unit-sub"))
+    return _listed(lambda: route_reads.unit_topics(snapshot(), "unit-sub"))
 
 
 @bp.get("/topics/unit-sub-ununit")
 def unit_sub_ununit_topics():
-    return _listed(lambda: views.unit_topics(snapshot(), "unit-sub-ununit"))
+    return _listed(lambda: route_reads.unit_topics(snapshot(), "unit-sub-ununit"))

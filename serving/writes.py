@@ -14,10 +14,10 @@ from typing import Any, Callable
 from flask import current_app, request
 
 from conf import Config
-from schemas.events import InvalidEvent
-from serving.app_state import store
+from schemas.fields import InvalidInput
+from serving.context import store
 from serving.errors import ApiError
-from serving.snapshot import Snapshot
+from routeinfo.snapshot import Snapshot
 
 PUBLISHER = "namesrv.publisher"
 TOKEN = "namesrv.admin_token"
@@ -45,7 +45,7 @@ def authorized(view: Callable) -> Callable:
 def json_body() -> dict[str, Any]:
     body = request.get_json(silent=True)
     if not isinstance(body, dict):
-        raise InvalidEvent("the request body must be a JSON object")
+        raise InvalidInput("the request body must be a JSON object")
     return body
 
 
@@ -55,7 +55,7 @@ def _publisher():
         with _lock:
             pub = current_app.extensions.get(PUBLISHER)
             if pub is None:
-                from pipelines.publish import EventPublisher
+                from eventlog.publisher import EventPublisher
                 cfg: Config = current_app.config["NAMESRV"]
                 pub = EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes)
                 current_app.extensions[PUBLISHER] = pub

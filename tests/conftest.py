@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from conf import load_config
-from tests.harness import free_port
+from ops.net import free_port
 
 
 _FIGURES: list[str] = []
@@ -35,7 +35,7 @@ def kafka_bootstrap():
     if external:
         yield external
         return
-    from pipelines import embedded_kafka
+    from ops import embedded_kafka
     port = free_port()
     proc = embedded_kafka.start_tansu(port)
     try:

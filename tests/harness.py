@@ -3,7 +3,6 @@ server (waitress) on 127.0.0.1, a publisher, and bounded waits."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import uuid
@@ -16,12 +15,6 @@ from conf import Config, load_config
 
 
 ADMIN_TOKEN = "test-admin-token"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Pipeline:
@@ -39,8 +32,8 @@ class Pipeline:
         self.query = None
         self._server = None
         self.url = ""
-        from pipelines.kafka_source import ensure_topic
-        from pipelines.publish import EventPublisher
+        from eventlog.publisher import EventPublisher
+        from eventlog.topics import ensure_topic
         ensure_topic(self.cfg.bootstrap, self.cfg.kafka_topic, self.cfg.kafka_partitions)
         self.publisher = EventPublisher(self.cfg.bootstrap, self.cfg.kafka_topic, max_message_bytes=self.cfg.max_message_bytes)
 

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from conf import load_config
+from pipelines.step import StepConfig
+from routeinfo.route_writes import RoutingConfig
 from schemas import events as ev
 
 CLUSTER = "DefaultCluster"
+DEFAULTS = load_config({})  # the configured defaults, no environment
+
+
+def routing_config(**overrides: Any) -> RoutingConfig:
+    """The job's routing settings at their defaults, with `overrides`."""
+    return dataclasses.replace(StepConfig.from_config(DEFAULTS).routing, **overrides)
 
 
 def norm(event: dict[str, Any], time_ms: int) -> dict[str, Any]:

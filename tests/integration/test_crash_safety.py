@@ -18,12 +18,12 @@ from collections import Counter
 
 import pytest
 
-from pipelines.kafka_source import ensure_topic
-from pipelines.publish import EventPublisher
+from eventlog.topics import ensure_topic
+from eventlog.publisher import EventPublisher
 from schemas import events as ev
 from schemas import tables as t
 from schemas.progress import read_progress
-from serving.snapshot import SnapshotReader
+from serving.snapshot_store import SnapshotReader
 from tests.helpers import norm, topics
 from tests.model.namesrv_model import NamesrvModel
 

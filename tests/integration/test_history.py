@@ -9,10 +9,10 @@ from deltalake import DeltaTable
 
 from schemas import events as ev
 from schemas import tables as t
-from serving.snapshot import SnapshotReader, SnapshotStore
+from serving.snapshot_store import SnapshotReader, SnapshotStore
 from tests.delta_history import SinkDriver
 from tests.harness import Pipeline
-from tests.helpers import reg, topics
+from tests.helpers import DEFAULTS, reg, topics
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +70,7 @@ def test_quiet_fleet_stays_cheap_to_open_after_5000_batches_and_maintenance(tmp_
     # ±50 %, plus 15 ms for scheduler noise: both figures are a few tens of ms on a shared 2-core box
     assert at_5000 <= 1.5 * at_50 + 0.015
 
-    store = SnapshotStore(SnapshotReader(sink.warehouse), 1.0)
+    store = SnapshotStore(SnapshotReader(sink.warehouse), 1.0, retention_ms=DEFAULTS.history_retention_ms)
     rows = DeltaTable(sink.path(t.SNAPSHOTS)).to_pyarrow_table().to_pylist()
     assert len(rows) > 50
     for row in rows:

@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from pipelines import embedded_kafka
-from pipelines.kafka_source import ensure_topic
-from tests.harness import Pipeline, free_port
+from ops import embedded_kafka
+from eventlog.topics import ensure_topic
+from ops.net import free_port
+from tests.harness import Pipeline
 from tests.helpers import hb, reg, topics
 
 pytestmark = pytest.mark.integration
@@ -37,7 +38,7 @@ def test_broker_restart_with_wiped_log(spark, tmp_path, figures):
         tansu = embedded_kafka.start_tansu(port)
         ensure_topic(p.cfg.bootstrap, p.cfg.kafka_topic, p.cfg.kafka_partitions)
         p.publisher.close()
-        from pipelines.publish import EventPublisher
+        from eventlog.publisher import EventPublisher
         p.publisher = EventPublisher(p.cfg.bootstrap, p.cfg.kafka_topic)
 
         # Brokers re-register on the new (empty) log; a new one joins.

@@ -11,7 +11,7 @@ import time
 import pytest
 from deltalake import DeltaTable
 
-from pipelines.simulator import topic_table
+from fleet.simulator import topic_table
 from schemas import events as ev
 from schemas import tables as t
 from tests.harness import Pipeline

@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 
 from schemas import tables as t
 from tests.harness import Pipeline
-from tests.helpers import hb, reg, topics
+from tests.helpers import DEFAULTS, hb, reg, routing_config, topics
 
 pytestmark = pytest.mark.integration
 
@@ -61,16 +61,15 @@ def test_restart_keeps_routes_without_duplicates_and_expires_the_silent(spark, k
 def test_replaying_a_committed_batch_changes_nothing(spark, kafka_bootstrap, tmp_path):
     """The sink's idempotency, driven directly: the same batch id twice writes once."""
     from pipelines.sink import DeltaSink
-    from pipelines.stateful import run_group, StepConfig
-    from pipelines.routing import RoutingConfig
+    from pipelines.step import run_group, StepConfig
     from schemas import events as ev
 
-    sink = DeltaSink(tmp_path / "delta", tmp_path / "checkpoint")
+    sink = DeltaSink(tmp_path / "delta", tmp_path / "checkpoint", retention_ms=DEFAULTS.history_retention_ms)
     sink.ensure_tables()
     key, value = ev.encode(reg("broker-r", 0, "127.0.0.1:18911"))
     _, _, rows = run_group("broker-r", [{"partition": 0, "offset": 0, "timestamp": int(time.time() * 1000),
                                          "key": key.decode(), "value": value}], None, int(time.time() * 1000),
-                           StepConfig(RoutingConfig(), 1 << 20, 60_000))
+                           StepConfig(routing_config(), 1 << 20, 60_000))
     sink.commit(0, rows, {"0": 1}, 1)
     versions = {x.name: DeltaTable(sink.path(x)).version() for x in t.ALL_TABLES}
     sink.commit(0, rows, {"0": 1}, 1)

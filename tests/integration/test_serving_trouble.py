@@ -108,7 +108,7 @@ def test_body_limit_and_the_token_never_logged(tmp_path, caplog):
 
 
 def test_embedded_kafka_and_http_bind_loopback_only():
-    from pipelines.embedded_kafka import tansu_command
+    from ops.embedded_kafka import tansu_command
     cmd = tansu_command(19999)
     urls = [cmd[i + 1] for i, a in enumerate(cmd) if a in ("--listener-url", "--advertised-listener-url")]
     assert urls == ["tcp://127.0.0.1:19999"] * 2
@@ -116,7 +116,7 @@ def test_embedded_kafka_and_http_bind_loopback_only():
 
 
 def test_a_write_while_kafka_is_unreachable_is_refused_with_503(tmp_path):
-    from tests.harness import free_port
+    from ops.net import free_port
     port = free_port()  # nothing listens there
     app = create_app(load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_ADMIN_TOKEN": TOKEN,
                                   "NAMESRV_KAFKA_BOOTSTRAP": f"127.0.0.1:{port}"}), start_refresher=False)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.standalone import start_cluster
+from ops.standalone import start_cluster
 from tests.harness import Pipeline
 from tests.helpers import hb, reg, topics
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from pipelines.publish import EventPublisher
-from tests.harness import free_port
-from tests.procs import processes
+from eventlog.publisher import EventPublisher
+from ops.net import free_port
+from ops.procs import processes
 from tests.helpers import reg, topics
 
 pytestmark = pytest.mark.integration
@@ -47,7 +47,7 @@ def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path):
            "NAMESRV_KAFKA_EMBEDDED_PORT": str(kafka_port), "NAMESRV_HTTP_PORT": str(http_port),
            "NAMESRV_TRIGGER_INTERVAL_MS": "500"}
     url = f"http://127.0.0.1:{http_port}"
-    launcher = subprocess.Popen([sys.executable, "-m", "pipelines.launcher"], cwd=ROOT, env=env,
+    launcher = subprocess.Popen([sys.executable, "-m", "ops.launcher"], cwd=ROOT, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         wait(lambda: requests.get(url + "/healthz", timeout=2).ok, 60, "the server")

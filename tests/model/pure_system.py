@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipelines import routing
 from pipelines.sink import plan_batch
-from pipelines.stateful import StepConfig, run_group
+from pipelines.step import StepConfig, run_group
 from schemas import events as ev
 from schemas import tables as t
-from serving.snapshot import build_snapshot
+from serving.snapshot_store import build_snapshot
+from routeinfo.state import table_rows
+from tests.helpers import routing_config
 
 
 class Batches:
@@ -46,7 +47,7 @@ class Batches:
 
 def step_config(*, timeout_ms: int = 120_000, live_flush_ms: int = 0,
                 delete_topic_with_broker_registration: bool = False) -> StepConfig:
-    return StepConfig(routing.RoutingConfig(
+    return StepConfig(routing_config(
         default_timeout_ms=timeout_ms, live_flush_ms=live_flush_ms,
         delete_topic_with_broker_registration=delete_topic_with_broker_registration), 1 << 20, 10**12)
 

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 
 from schemas import events as ev
-from serving import commands
+from routeinfo import admin_fanout
 from tests.model import ops
 from tests.model.namesrv_model import NamesrvModel
 from tests.model.pure_system import PureSystem
@@ -31,12 +31,12 @@ def run_workload(workload) -> int:
         elif kind == "delete_topic":
             model.scan_not_active_broker(now)
             pure.run_batch([], now)
-            pure.run_batch(commands.delete_topic(pure.snapshot(), args["topic"], args["cluster"]), now)
+            pure.run_batch(admin_fanout.delete_topic(pure.snapshot(), args["topic"], args["cluster"]), now)
             model.delete_topic(args["topic"], args["cluster"])
         elif kind == "register_topic":
             model.scan_not_active_broker(now)
             pure.run_batch([], now)
-            pure.run_batch(commands.register_topic(pure.snapshot(), args["topic"], args["queueDatas"]), now)
+            pure.run_batch(admin_fanout.register_topic(pure.snapshot(), args["topic"], args["queueDatas"]), now)
             model.register_topic(args["topic"], args["queueDatas"])
         else:
             event = ops.broker_event(kind, args, timestamp=now)

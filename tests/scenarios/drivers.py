@@ -10,7 +10,7 @@ from typing import Any
 import requests
 
 from schemas import events as ev
-from serving import commands, views
+from routeinfo import admin_fanout, route_reads
 from tests.model.pure_system import PureSystem
 
 
@@ -50,17 +50,17 @@ class PureDriver:
 
     def wipe(self, name) -> int:
         self._run([ev.wipe_write_perm_event(name)])
-        return views.topics_hosted_by(self.snap(), name)
+        return route_reads.topics_hosted_by(self.snap(), name)
 
     def add(self, name) -> int:
         self._run([ev.add_write_perm_event(name)])
-        return views.topics_hosted_by(self.snap(), name)
+        return route_reads.topics_hosted_by(self.snap(), name)
 
     def delete_topic(self, topic, cluster=None) -> None:
-        self._run(commands.delete_topic(self.snap(), topic, cluster))
+        self._run(admin_fanout.delete_topic(self.snap(), topic, cluster))
 
     def register_topic(self, topic, queue_datas) -> None:
-        self._run(commands.register_topic(self.snap(), topic, queue_datas))
+        self._run(admin_fanout.register_topic(self.snap(), topic, queue_datas))
 
     def kv_put(self, ns, key, value) -> None:
         self._run([ev.put_kv_event(ns, key, value)])
@@ -73,22 +73,22 @@ class PureDriver:
 
     # reads
     def route(self, topic) -> dict | None:
-        return views.topic_route(self.snap(), topic)
+        return route_reads.topic_route(self.snap(), topic)
 
     def cluster(self) -> dict:
-        return json.loads(json.dumps(views.cluster_info(self.snap())))
+        return json.loads(json.dumps(route_reads.cluster_info(self.snap())))
 
     def topic_list(self, kind: str, cluster: str | None = None) -> list[str] | None:
         snap = self.snap()
         try:
             if kind == "all":
-                return views.all_topics(snap)["topicList"]
+                return route_reads.all_topics(snap)["topicList"]
             if kind == "cluster":
-                return views.topics_by_cluster(snap, cluster)["topicList"]
+                return route_reads.topics_by_cluster(snap, cluster)["topicList"]
             if kind == "system":
-                return views.system_topics(snap)["topicList"]
-            return views.unit_topics(snap, kind)["topicList"]
-        except views.Disabled:
+                return route_reads.system_topics(snap)["topicList"]
+            return route_reads.unit_topics(snap, kind)["topicList"]
+        except route_reads.Disabled:
             return None
 
     def kv_get(self, ns, key) -> str | None:
@@ -99,10 +99,10 @@ class PureDriver:
         return None if table is None else dict(table)
 
     def data_version(self, cluster, addr, dv) -> dict:
-        return views.data_version(self.snap(), cluster, addr, dv)
+        return route_reads.data_version(self.snap(), cluster, addr, dv)
 
     def master(self, name) -> dict:
-        return views.master_of(self.snap(), name)
+        return route_reads.master_of(self.snap(), name)
 
 
 class SystemDriver:

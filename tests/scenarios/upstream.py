@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from schemas import events as ev
+from schemas import fields
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def addrs(route, i=0):
 
 
 def writeable(route, i=0):
-    return bool(route["queueDatas"][i]["perm"] & ev.PERM_WRITE)
+    return bool(route["queueDatas"][i]["perm"] & fields.PERM_WRITE)
 
 
 @scenario("RouteInfoManagerNewTest.getAllClusterInfo")
@@ -161,7 +162,7 @@ def unregister_master_broker(d):
     d.unreg(DC, DB, 0, M)
     route = d.route("TestTopic")
     assert len(route["brokerDatas"]) == 1 and addrs(route) == {"0": S}  # acting-master rewrite
-    assert len(route["queueDatas"]) == 1 and route["queueDatas"][0]["perm"] == ev.PERM_READ
+    assert len(route["queueDatas"]) == 1 and route["queueDatas"][0]["perm"] == fields.PERM_READ
 
 
 @scenario("RouteInfoManagerNewTest.unRegisterMasterBrokerOldVersion")

@@ -1,4 +1,4 @@
-"""Chunked registrations (events.chunk_registration + routing) and the lazily decoded topic table."""
+"""Chunked registrations (events.chunk_registration + routeinfo) and the lazily decoded topic table."""
 
 from __future__ import annotations
 
@@ -6,13 +6,15 @@ import json
 
 import pytest
 
-from pipelines import routing
-from pipelines.routing import GroupState, RoutingConfig
 from schemas import events as ev
+from schemas import fields
 from schemas import tables as t
 from tests.helpers import hb, norm, reg, topics
+from routeinfo import housekeeping, route_manager
+from routeinfo.state import GroupState, dump_data_version, table_rows, topic_keys_digest
+from tests.helpers import routing_config
 
-CFG = RoutingConfig(default_timeout_ms=10_000)
+CFG = routing_config(default_timeout_ms=10_000)
 A0, A1 = "10.0.0.1:10911", "10.0.0.2:10911"
 LIMIT = 2_000  # bytes per message: small, so a few hundred topics need several chunks
 
@@ -27,11 +29,11 @@ def chunks(event, limit=LIMIT):
 
 def apply_at(state, events_and_times, now=None):
     evs = [{**e, "time": ts} for e, ts in events_and_times]
-    return routing.apply(state, evs, now if now is not None else evs[-1]["time"], CFG)
+    return route_manager.apply(state, evs, now if now is not None else evs[-1]["time"], CFG)
 
 
 def queue_names(state):
-    return {r["topic"] for r in routing.table_rows(state, t.TOPIC_QUEUE.name)}
+    return {r["topic"] for r in table_rows(state, t.TOPIC_QUEUE.name)}
 
 
 # ---------------------------------------------------------------- the producer side
@@ -71,11 +73,11 @@ def test_only_registrations_are_chunked():
     ({"index": 2, "count": 2}, "chunk.index"),
     ({"index": -1, "count": 2}, "chunk.index"),
     ({"index": 0, "count": 0}, "chunk.count"),
-    ({"index": 0, "count": ev.MAX_CHUNKS + 1}, "chunk.count"),
+    ({"index": 0, "count": fields.MAX_CHUNKS + 1}, "chunk.count"),
     ({"index": "0", "count": 2}, "chunk.index"),
 ])
 def test_bad_chunk_fields_are_refused(chunk, reason):
-    with pytest.raises(ev.InvalidEvent, match=reason):
+    with pytest.raises(fields.InvalidInput, match=reason):
         norm({**reg("b", 0, A0), "chunk": chunk}, 0)
 
 
@@ -86,13 +88,13 @@ def test_nothing_is_visible_until_the_last_chunk_then_everything_is():
     n = len(parts)
     assert n >= 3
     s, res = apply_at(None, [(p, 100 + i) for i, p in enumerate(parts[:-1])])
-    assert not res.dirty and not res.changes
+    assert not res.dirty_tables and not res.changes
     assert s.broker is None and not s.live and not s.has_topics() and not s.clusters
     s, res = apply_at(s, [(parts[-1], 200)])
     assert queue_names(s) == set(many(300))
     assert s.pending == {} and s.broker.addrs == {0: A0}
-    assert res.dirty == {x.name for x in t.ROUTE_TABLES} - {t.FILTER_SERVER.name}
-    live = routing.table_rows(s, t.BROKER_LIVE.name)
+    assert res.dirty_tables == {x.name for x in t.ROUTE_TABLES} - {t.FILTER_SERVER.name}
+    live = table_rows(s, t.BROKER_LIVE.name)
     assert [r["lastUpdateTimestamp"] for r in live] == [200]  # the registration happens at its last chunk
 
 
@@ -121,7 +123,7 @@ def test_a_newer_registration_supersedes_an_incomplete_one():
     kinds = [c["kind"] for c in res.changes]
     assert kinds[0] == "REGISTRATION_ABANDONED" and "2 of" in res.changes[0]["after"]
     assert queue_names(s) == set(many(250))
-    assert routing.table_rows(s, t.BROKER_LIVE.name)[0]["dataVersion"] == routing.dump_data_version(
+    assert table_rows(s, t.BROKER_LIVE.name)[0]["dataVersion"] == dump_data_version(
         {"timestamp": 1, "counter": 2, "stateVersion": 0})
 
 
@@ -137,10 +139,10 @@ def test_a_topic_in_two_chunks_rejects_the_whole_registration():
 def test_an_incomplete_registration_is_abandoned_after_the_timeout():
     parts = chunks(reg("b", 0, A0, tps=many(300), timeout_ms=5_000))
     s, _ = apply_at(None, [(parts[0], 1_000)])
-    assert routing.next_deadline(s, CFG) == 6_001
-    s2, res = routing.apply(s, [], 6_000, CFG)
+    assert housekeeping.next_deadline(s, CFG) == 6_001
+    s2, res = route_manager.apply(s, [], 6_000, CFG)
     assert s2.pending  # not yet: deadline is strictly after last chunk + timeout
-    s3, res = routing.apply(s, [], 6_001, CFG)
+    s3, res = route_manager.apply(s, [], 6_001, CFG)
     assert s3 is None and [c["kind"] for c in res.changes] == ["REGISTRATION_ABANDONED"]
 
 
@@ -172,16 +174,16 @@ def test_heartbeats_and_unchanged_reregistrations_leave_the_topic_table_encoded(
     s = GroupState.from_parts(core, tps)
     s, res = apply_at(s, [(norm(hb("b", 0, A0), 0), 2), (norm(e, 0), 3), (norm(hb("b", 0, A0), 0), 4)])
     assert s._topics_json is tps  # never decoded: the same string object goes back to the store
-    assert s.to_parts()[1] is tps and not res.dirty
+    assert s.to_parts()[1] is tps and not res.dirty_tables
     # A new topic name under the same data version decodes it and adds just that topic.
     s, res = apply_at(_stored(s), [(norm(reg("b", 0, A0, tps=many(51)), 0), 5)])
-    assert res.dirty == {t.TOPIC_QUEUE.name} and len(queue_names(s)) == 51
+    assert res.dirty_tables == {t.TOPIC_QUEUE.name} and len(queue_names(s)) == 51
 
 
 def test_the_encoded_topic_table_answers_emptiness_and_digest_without_decoding():
     s, _ = apply_at(None, [(norm(reg("b", 0, A0, tps=many(5)), 0), 1)])
     s = _stored(s)
-    assert s.has_topics() and s.topic_keys_digest() == routing.topic_keys_digest(many(5))
+    assert s.has_topics() and s.topic_keys_digest() == topic_keys_digest(many(5))
     assert s._topics_json is not None
     empty = GroupState("x", topics_json="{}")
     assert empty.is_empty() and not empty.has_topics()

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from schemas import events as ev
+from schemas import fields
 from tests.helpers import reg
 
 T0 = 1_700_000_000_000
@@ -76,13 +77,13 @@ def test_builders_round_trip():
      "unknown field(s) bogus"),
 ])
 def test_invalid_events_are_rejected_with_a_reason(raw, key, reason):
-    with pytest.raises(ev.InvalidEvent, match=None) as info:
+    with pytest.raises(fields.InvalidInput, match=None) as info:
         parse(raw, key=key)
     assert reason in str(info.value)
 
 
 def test_oversize_record_is_rejected_before_parsing():
-    with pytest.raises(ev.InvalidEvent, match="exceeds the 100-byte limit"):
+    with pytest.raises(fields.InvalidInput, match="exceeds the 100-byte limit"):
         parse(b"{" + b" " * 200 + b"}", max_bytes=100)
 
 
@@ -92,10 +93,10 @@ def test_oversize_record_is_rejected_before_parsing():
 ])
 def test_topic_validator_rules(topic, ok):
     if ok:
-        assert ev.validate_topic(topic) == topic
+        assert fields.validate_topic(topic) == topic
     else:
-        with pytest.raises(ev.InvalidEvent):
-            ev.validate_topic(topic)
+        with pytest.raises(fields.InvalidInput):
+            fields.validate_topic(topic)
 
 
 def test_kv_events_are_keyed_by_namespace():
@@ -114,7 +115,7 @@ def test_broker_serialized_topic_configs_are_accepted():
 
 def test_names_with_a_trailing_newline_are_refused():
     # `$` in a regex matches before a final newline; the validators must match the whole string.
-    for check, value in ((ev.validate_topic, "TopicTest\n"), (lambda v: ev.validate_name(v, "brokerName"), "b\n"),
-                         (lambda v: ev.validate_addr(v, "brokerAddr"), "127.0.0.1\n:10911")):
-        with pytest.raises(ev.InvalidEvent):
+    for check, value in ((fields.validate_topic, "TopicTest\n"), (lambda v: fields.validate_name(v, "brokerName"), "b\n"),
+                         (lambda v: fields.validate_addr(v, "brokerAddr"), "127.0.0.1\n:10911")):
+        with pytest.raises(fields.InvalidInput):
             check(value)

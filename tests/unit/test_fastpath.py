@@ -7,7 +7,7 @@ import pytest
 
 from conf import load_config
 from serving.app import create_app
-from serving.app_state import EXTENSION
+from serving.context import EXTENSION
 from tests.helpers import reg
 from tests.unit.test_views import cut
 
@@ -26,7 +26,7 @@ def refuse(environ, start_response):
 def test_second_lookup_skips_flask_with_identical_bytes(app):
     client = app.test_client()
     first = client.get("/topics/TopicTest/route")
-    assert first.status_code == 200 and ("TopicTest", None) in app.extensions[EXTENSION].current.route_bodies
+    assert first.status_code == 200 and "TopicTest" in app.extensions[EXTENSION].current.route_bodies
     app.wsgi_app.app = refuse
     second = client.get("/topics/TopicTest/route")
     assert (second.status_code, second.data, second.mimetype) == (200, first.data, "application/json")
@@ -50,5 +50,5 @@ def test_a_new_cut_starts_without_stored_bodies(app):
     body = client.get("/topics/TopicTest/route").json
     assert [q["brokerName"] for q in body["queueDatas"]] == ["broker-c"]
     assert client.get("/topics/Missing/route").status_code == 404
-    assert ("Missing", None) not in app.extensions[EXTENSION].current.route_bodies  # misses are not stored
+    assert "Missing" not in app.extensions[EXTENSION].current.route_bodies  # misses are not stored
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipelines import kv
+from routeinfo import kv_manager as kv
 from schemas import events as ev
 
 

@@ -1,17 +1,18 @@
-"""The pure RouteInfoManager (pipelines.routing), rule by rule, without Spark."""
+"""The pure RouteInfoManager (routeinfo: route_manager, route_writes, housekeeping), rule by rule, without Spark."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines import routing
-from pipelines.routing import GroupState, RoutingConfig
 from schemas import events as ev
 from schemas import tables as t
 from tests.helpers import CLUSTER, hb, norm, reg, topics, unreg
+from routeinfo import housekeeping, route_manager
+from routeinfo.state import GroupState, table_rows
+from tests.helpers import routing_config
 
-CFG = RoutingConfig(default_timeout_ms=120_000)
+CFG = routing_config(default_timeout_ms=120_000)
 A0, A1, A2 = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
 
 
@@ -19,11 +20,11 @@ def run(*steps, state=None, now=None, cfg=CFG):
     """steps: (event, time_ms) pairs applied in one call; now defaults to the last event time."""
     events = [norm(e, ts) for e, ts in steps]
     now = now if now is not None else (steps[-1][1] if steps else 0)
-    return routing.apply(state, events, now, cfg)
+    return route_manager.apply(state, events, now, cfg)
 
 
 def rows(state, table):
-    return routing.table_rows(state, table.name)
+    return table_rows(state, table.name)
 
 
 def queues(state):
@@ -47,11 +48,11 @@ def test_first_registration_fills_every_table():
     assert live[0]["haServerAddr"] == "10.0.0.1:10912" and live[0]["brokerId"] == 0
     assert rows(s, t.FILTER_SERVER) == [{"clusterName": CLUSTER, "brokerAddr": A0, "brokerName": "broker-a",
                                          "filterServer": ["10.0.0.9:1"]}]
-    assert res.dirty == {x.name for x in t.ROUTE_TABLES}
+    assert res.dirty_tables == {x.name for x in t.ROUTE_TABLES}
 
 
 def test_default_timeout_comes_from_config():
-    s, _ = run((reg("b", 0, A0), 0), cfg=RoutingConfig(default_timeout_ms=7000))
+    s, _ = run((reg("b", 0, A0), 0), cfg=routing_config(default_timeout_ms=7000))
     assert rows(s, t.BROKER_LIVE)[0]["heartbeatTimeoutMillis"] == 7000
 
 
@@ -82,7 +83,7 @@ def test_new_data_version_updates_queue_counts():
     s, _ = run((reg("b", 0, A0, tps=topics("Base", "T", read=8, write=8), counter=1), 0))
     s, res = run((reg("b", 0, A0, tps=topics("Base", "T", read=16, write=4), counter=2), 5), state=s)
     assert queues(s)["T"] == (16, 4, 6)
-    assert t.TOPIC_QUEUE.name in res.dirty
+    assert t.TOPIC_QUEUE.name in res.dirty_tables
 
 
 def test_re_registration_keeps_topics_missing_from_the_table_by_default():
@@ -92,7 +93,7 @@ def test_re_registration_keeps_topics_missing_from_the_table_by_default():
 
 
 def test_delete_topic_with_broker_registration_prunes_missing_topics():
-    cfg = RoutingConfig(delete_topic_with_broker_registration=True)
+    cfg = routing_config(delete_topic_with_broker_registration=True)
     s, _ = run((reg("b", 0, A0, tps=topics("Base", "Gone"), counter=1), 0), cfg=cfg)
     s, _ = run((reg("b", 0, A0, tps=topics("Base", "Other"), counter=1), 1), state=s, cfg=cfg)
     assert set(queues(s)) == {"Base", "Other"}
@@ -155,59 +156,59 @@ def test_zone_and_acting_flag_are_last_writer_wins():
 # ---------------------------------------------------------------- liveness and removal
 
 def test_heartbeat_refreshes_only_last_update():
-    exact = RoutingConfig(live_flush_ms=0)
+    exact = routing_config(live_flush_ms=0)
     s, _ = run((reg("b", 0, A0, timeout_ms=5000), 0), cfg=exact)
     before = rows(s, t.BROKER_LIVE)[0]
     s, res = run((hb("b", 0, A0), 4000), state=s, cfg=exact)
     after = rows(s, t.BROKER_LIVE)[0]
     assert after["lastUpdateTimestamp"] == 4000
     assert {**after, "lastUpdateTimestamp": 0} == {**before, "lastUpdateTimestamp": 0}
-    assert res.dirty == {t.BROKER_LIVE.name} and not res.changes
+    assert res.dirty_tables == {t.BROKER_LIVE.name} and not res.changes
 
 
 def test_heartbeats_reach_broker_live_once_per_flush_window():
-    cfg = RoutingConfig(live_flush_ms=60_000)
+    cfg = routing_config(live_flush_ms=60_000)
     s, _ = run((reg("b", 0, A0, timeout_ms=100_000), 1000), cfg=cfg)
     s, res = run((hb("b", 0, A0), 30_000), state=s, cfg=cfg)
-    assert not res.dirty and rows(s, t.BROKER_LIVE)[0]["lastUpdateTimestamp"] == 1000
-    assert routing.next_deadline(s, cfg) == 60_000  # called back at the window boundary
+    assert not res.dirty_tables and rows(s, t.BROKER_LIVE)[0]["lastUpdateTimestamp"] == 1000
+    assert housekeeping.next_deadline(s, cfg) == 60_000  # called back at the window boundary
     s, res = run((reg("b", 0, A0, timeout_ms=100_000), 40_000), state=s, cfg=cfg)  # unchanged re-registration
-    assert not res.dirty
-    s, res = routing.apply(s, [], 60_000, cfg)
-    assert res.dirty == {t.BROKER_LIVE.name} and rows(s, t.BROKER_LIVE)[0]["lastUpdateTimestamp"] == 40_000
-    s2, _ = routing.apply(s, [], 70_000, cfg)
-    assert routing.next_deadline(s2, cfg) == 140_001  # nothing stale: only the expiry
+    assert not res.dirty_tables
+    s, res = route_manager.apply(s, [], 60_000, cfg)
+    assert res.dirty_tables == {t.BROKER_LIVE.name} and rows(s, t.BROKER_LIVE)[0]["lastUpdateTimestamp"] == 40_000
+    s2, _ = route_manager.apply(s, [], 70_000, cfg)
+    assert housekeeping.next_deadline(s2, cfg) == 140_001  # nothing stale: only the expiry
     # ...but expiry always uses the exact time
-    s3, res = routing.apply(s, [], 140_001, cfg)
+    s3, res = route_manager.apply(s, [], 140_001, cfg)
     assert s3 is None and res.expired == [(CLUSTER, A0)]
 
 
 def test_a_changed_registration_materializes_at_once():
-    cfg = RoutingConfig(live_flush_ms=60_000)
+    cfg = routing_config(live_flush_ms=60_000)
     s, _ = run((reg("b", 0, A0, counter=1), 1000), cfg=cfg)
     s, res = run((reg("b", 0, A0, counter=2), 2000), state=s, cfg=cfg)
     live = rows(s, t.BROKER_LIVE)[0]
-    assert t.BROKER_LIVE.name in res.dirty and live["lastUpdateTimestamp"] == 2000
+    assert t.BROKER_LIVE.name in res.dirty_tables and live["lastUpdateTimestamp"] == 2000
     assert '"counter":2' in live["dataVersion"]
 
 
 def test_heartbeat_of_unknown_broker_is_a_no_op():
     s, res = run((hb("nobody", 0, A0), 0))
-    assert s is None and not res.dirty
+    assert s is None and not res.dirty_tables
 
 
 def test_expiry_after_timeout_removes_the_group_and_its_queues():
     s, _ = run((reg("b", 0, A0, timeout_ms=5000), 0))
-    s2, res = routing.apply(s, [], 5000, CFG)
+    s2, res = route_manager.apply(s, [], 5000, CFG)
     assert s2 is not None and not res.expired  # last + timeout == now is not yet expired
-    s3, res = routing.apply(s2, [], 5001, CFG)
+    s3, res = route_manager.apply(s2, [], 5001, CFG)
     assert s3 is None and res.expired == [(CLUSTER, A0)]
-    assert res.dirty == {x.name for x in t.ROUTE_TABLES} - {t.FILTER_SERVER.name}  # it had no filter servers
+    assert res.dirty_tables == {x.name for x in t.ROUTE_TABLES} - {t.FILTER_SERVER.name}  # it had no filter servers
 
 
 def test_expiry_of_slave_keeps_group_queues():
     s, _ = run((reg("b", 0, A0, timeout_ms=100_000), 0), (reg("b", 1, A1, timeout_ms=1000), 0))
-    s, _ = routing.apply(s, [], 2000, CFG)
+    s, _ = route_manager.apply(s, [], 2000, CFG)
     assert addrs(s) == {0: A0} and "TopicTest" in queues(s)
 
 
@@ -218,14 +219,14 @@ def test_expiry_is_checked_before_each_event():
 
 
 def test_batch_boundaries_do_not_change_the_outcome():
-    exact = RoutingConfig(live_flush_ms=0)
+    exact = routing_config(live_flush_ms=0)
     steps = [(reg("b", 0, A0, timeout_ms=1000), 0), (reg("b", 1, A1, timeout_ms=9000), 10),
              (hb("b", 1, A1), 3000), (reg("b", 0, A0, timeout_ms=1000), 4000)]
     whole, _ = run(*steps, now=4500, cfg=exact)
     s = None
     for step in steps:
         s, _ = run(step, state=s, cfg=exact)
-    s, _ = routing.apply(s, [], 4500, exact)
+    s, _ = route_manager.apply(s, [], 4500, exact)
     assert whole.to_json() == s.to_json()
 
 
@@ -255,20 +256,20 @@ def test_acting_master_group_losing_its_master_turns_read_only():
 def test_address_replaced_by_switch_rule_still_expires():
     # RocketMQ never expires such an entry (quirk 14.9); we do.
     s, _ = run((reg("a", 1, A1, timeout_ms=1000), 0), (reg("a", 0, A1, timeout_ms=100_000, cluster="Other"), 0))
-    s, res = routing.apply(s, [], 5000, CFG)
+    s, res = route_manager.apply(s, [], 5000, CFG)
     assert (CLUSTER, A1) in res.expired
     assert all(r["clusterName"] != CLUSTER for r in rows(s, t.BROKER_LIVE))
 
 
 def test_unregister_of_unknown_broker_changes_nothing():
     s, res = run((unreg("x", 0, A0), 0))
-    assert s is None and not res.dirty
+    assert s is None and not res.dirty_tables
 
 
 def test_next_deadline_is_just_after_the_earliest_expiry():
     s, _ = run((reg("a", 0, A0, timeout_ms=5000), 100), (reg("a", 1, A1, timeout_ms=2000), 200))
-    assert routing.next_deadline(s, CFG) == 2201
-    assert routing.next_deadline(None, CFG) is None
+    assert housekeeping.next_deadline(s, CFG) == 2201
+    assert housekeeping.next_deadline(None, CFG) is None
 
 
 # ---------------------------------------------------------------- admin commands
@@ -280,9 +281,9 @@ def _admin(etype, **fields):
 def test_wipe_and_add_write_perm_arithmetic_and_counts():
     s, _ = run((reg("a", 0, A0, tps={**topics("Base", perm=7), **topics("RO", perm=4)}), 0))
     s, res = run((_admin(ev.WIPE_WRITE_PERM_OF_BROKER, brokerName="a"), 1), state=s)
-    assert res.counts == [2] and {k: p for k, (_, _, p) in queues(s).items()} == {"Base": 5, "RO": 4}
+    assert res.perm_topic_counts == [2] and {k: p for k, (_, _, p) in queues(s).items()} == {"Base": 5, "RO": 4}
     s, res = run((_admin(ev.ADD_WRITE_PERM_OF_BROKER, brokerName="a"), 2), state=s)
-    assert res.counts == [2] and {p for _, _, p in queues(s).values()} == {6}
+    assert res.perm_topic_counts == [2] and {p for _, _, p in queues(s).values()} == {6}
 
 
 def test_delete_topic_global_and_by_cluster():
@@ -326,12 +327,12 @@ def test_any_split_into_batches_gives_the_same_state(ops, cut):
         times.append(now)
     steps = [(make[name](), ts) for (name, _), ts in zip(ops, times)]
     end = now + 500
-    exact = RoutingConfig(live_flush_ms=0)  # broker_live's flush windows are batch-dependent by design
-    whole, _ = run(*steps, now=end, cfg=exact) if steps else routing.apply(None, [], end, exact)
+    exact = routing_config(live_flush_ms=0)  # broker_live's flush windows are batch-dependent by design
+    whole, _ = run(*steps, now=end, cfg=exact) if steps else route_manager.apply(None, [], end, exact)
     cut = min(cut, len(steps))
     first, _ = run(*steps[:cut], now=times[cut - 1], cfg=exact) if cut else (None, None)
     second, _ = (run(*steps[cut:], state=first, now=end, cfg=exact) if steps[cut:]
-                 else routing.apply(first, [], end, exact))
+                 else route_manager.apply(first, [], end, exact))
     assert (whole.to_json() if whole else None) == (second.to_json() if second else None)
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 from pipelines.sink import _read_offset_log, plan_batch
-from pipelines.stateful import DEAD_LETTER, REJECTED
+from pipelines.step_rows import DEAD_LETTER, REJECTED
 
 
-def out(grp, tbl, payload, **coords):
-    return {"grp": grp, "tbl": tbl, "payload": payload, "raw": coords.get("raw"), "rawKey": coords.get("key"),
+def out(owner, target, body, **coords):
+    return {"owner": owner, "target": target, "body": body, "raw": coords.get("raw"), "rawKey": coords.get("key"),
             "partition": coords.get("partition"), "offset": coords.get("offset"), "kafkaTimestamp": None}
 
 

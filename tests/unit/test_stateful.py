@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 
-from pipelines import routing
-from pipelines.stateful import DEAD_LETTER, DEADLINE, REJECTED, StepConfig, run_group
+from pipelines.step import StepConfig, run_group
+from pipelines.step_rows import DEAD_LETTER, DEADLINE, REJECTED
 from schemas import events as ev
 from schemas import tables as t
 from tests.helpers import reg, topics
+from routeinfo.state import GroupState
+from tests.helpers import routing_config
 
-CFG = StepConfig(routing.RoutingConfig(default_timeout_ms=10_000), max_message_bytes=1 << 20,
+CFG = StepConfig(routing_config(default_timeout_ms=10_000), max_message_bytes=1 << 20,
                  max_clock_skew_ms=60_000)
 T0 = 1_700_000_000_000
 
@@ -21,14 +23,14 @@ def record(event_or_bytes, offset, key="broker-a", partition=0, ts=T0):
 
 
 def by_table(rows):
-    return {r["tbl"]: r for r in rows}
+    return {r["target"]: r for r in rows}
 
 
 def test_records_are_applied_in_offset_order():
     recs = [record(reg("broker-a", 0, "10.0.0.1:1", tps=topics("Base", "T", read=2), counter=2), 5),
             record(reg("broker-a", 0, "10.0.0.1:1", tps=topics("Base", "T", read=1), counter=1), 4)]
     state, deadline, rows = run_group("broker-a", recs, None, T0, CFG)
-    queue_rows = json.loads(by_table(rows)[t.TOPIC_QUEUE.name]["payload"])
+    queue_rows = json.loads(by_table(rows)[t.TOPIC_QUEUE.name]["body"])
     assert {r["topic"]: r["readQueueNums"] for r in queue_rows}["T"] == 2
     assert deadline == T0 + 10_001
 
@@ -37,19 +39,19 @@ def test_bad_records_become_dead_letters_and_valid_ones_still_apply():
     recs = [record(b"garbage", 1), record(reg("broker-a", 0, "10.0.0.1:1"), 2),
             record(reg("broker-b", 0, "10.0.0.2:1"), 3)]  # key says broker-a, body broker-b
     state, _, rows = run_group("broker-a", recs, None, T0, CFG)
-    dead = [r for r in rows if r["tbl"] == DEAD_LETTER]
+    dead = [r for r in rows if r["target"] == DEAD_LETTER]
     assert [(d["offset"], d["raw"]) for d in dead] == [(1, b"garbage"), (3, recs[2]["value"])]
-    assert "not JSON" in dead[0]["payload"] and "Kafka key" in dead[1]["payload"]
-    assert routing.GroupState.from_parts(*state).broker.addrs == {0: "10.0.0.1:1"}
+    assert "not JSON" in dead[0]["body"] and "Kafka key" in dead[1]["body"]
+    assert GroupState.from_parts(*state).broker.addrs == {0: "10.0.0.1:1"}
 
 
 def test_rejections_are_reported_and_leave_no_state():
     state, deadline, rows = run_group("broker-a", [record(reg("broker-a", 0, "10.0.0.1:1", tps=topics("One")), 0)],
                                       None, T0, CFG)
     assert state is None and deadline is None
-    assert [r["tbl"] for r in rows] == [REJECTED, t.ROUTE_CHANGES.name, DEADLINE]
-    assert rows[2]["payload"] == ""  # no state, no timeout: the sink forgets the group
-    change = json.loads(rows[1]["payload"])[0]
+    assert [r["target"] for r in rows] == [REJECTED, t.ROUTE_CHANGES.name, DEADLINE]
+    assert rows[2]["body"] == ""  # no state, no timeout: the sink forgets the group
+    change = json.loads(rows[1]["body"])[0]
     assert change["kind"] == "REGISTRATION_REJECTED" and (change["partition"], change["offset"]) == (0, 0)
 
 
@@ -57,21 +59,21 @@ def test_timeout_call_without_records_expires():
     state, _, _ = run_group("broker-a", [record(reg("broker-a", 0, "10.0.0.1:1"), 0)], None, T0, CFG)
     state2, deadline, rows = run_group("broker-a", [], state, T0 + 10_001, CFG)
     assert state2 is None and deadline is None
-    assert {r["tbl"]: r["payload"] for r in rows}[t.BROKER_ADDR.name] == "[]"
+    assert {r["target"]: r["body"] for r in rows}[t.BROKER_ADDR.name] == "[]"
 
 
 def test_quiet_call_emits_only_its_deadline():
     state, _, _ = run_group("broker-a", [record(reg("broker-a", 0, "10.0.0.1:1"), 0)], None, T0, CFG)
     state2, deadline, rows = run_group("broker-a", [], state, T0 + 5, CFG)
     assert (state2, deadline) == (state, T0 + 10_001)
-    assert [(r["tbl"], r["grp"], r["payload"]) for r in rows] == [(DEADLINE, "broker-a", str(T0 + 10_001))]
+    assert [(r["target"], r["owner"], r["body"]) for r in rows] == [(DEADLINE, "broker-a", str(T0 + 10_001))]
 
 
 def test_kv_group():
     put = {"type": "PUT_KV_CONFIG", "namespace": "ns", "key": "k", "value": "v"}
     state, deadline, rows = run_group("kv/ns", [record(put, 0, key="kv/ns")], None, T0, CFG)
-    assert deadline is None and json.loads(rows[0]["payload"]) == [{"namespace": "ns", "key": "k", "value": "v"}]
-    assert rows[0]["tbl"] == t.KV_CONFIG.name and rows[0]["grp"] == "ns"
+    assert deadline is None and json.loads(rows[0]["body"]) == [{"namespace": "ns", "key": "k", "value": "v"}]
+    assert rows[0]["target"] == t.KV_CONFIG.name and rows[0]["owner"] == "ns"
 
 
 def test_config_group_keeps_allow_listed_switches():
@@ -79,15 +81,15 @@ def test_config_group_keeps_allow_listed_switches():
     bad = ev.update_config_event("configStorePath", "/etc/cron.d/x")
     state, _, rows = run_group(ev.CONFIG_KEY, [record(upd, 0, key=ev.CONFIG_KEY), record(bad, 1, key=ev.CONFIG_KEY)],
                                None, T0, CFG)
-    by = {r["tbl"]: r for r in rows}
-    assert json.loads(by[t.NAMESRV_CONFIG.name]["payload"]) == [
+    by = {r["target"]: r for r in rows}
+    assert json.loads(by[t.NAMESRV_CONFIG.name]["body"]) == [
         {"scope": "namesrv", "key": "enableTopicList", "value": "false"}]
-    assert "not an updatable runtime switch" in by[DEAD_LETTER]["payload"]
+    assert "not an updatable runtime switch" in by[DEAD_LETTER]["body"]
 
 
 def test_null_key_group_only_dead_letters():
     state, _, rows = run_group(None, [record(reg("broker-a", 0, "10.0.0.1:1"), 0, key=None)], None, T0, CFG)
-    assert state is None and [r["tbl"] for r in rows] == [DEAD_LETTER]
+    assert state is None and [r["target"] for r in rows] == [DEAD_LETTER]
 
 
 def test_changes_carry_their_event_coordinates_and_heartbeats_add_none():
@@ -95,7 +97,7 @@ def test_changes_carry_their_event_coordinates_and_heartbeats_add_none():
             record(ev.heartbeat_event(cluster="DefaultCluster", broker_name="broker-a", broker_id=0,
                                       addr="10.0.0.1:1"), 8)]
     state, _, rows = run_group("broker-a", recs, None, T0, CFG)
-    changes = json.loads(by_table(rows)[t.ROUTE_CHANGES.name]["payload"])
+    changes = json.loads(by_table(rows)[t.ROUTE_CHANGES.name]["body"])
     assert [(c["kind"], c["topic"], c["offset"]) for c in changes] == [
         ("CLUSTER_JOINED", None, 7), ("BROKER_REGISTERED", None, 7), ("QUEUE_ADDED", "Base", 7),
         ("QUEUE_ADDED", "T", 7)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from serving.topic_index import TopicIndex
+from routeinfo.topic_index import TopicIndex
 
 row = st.fixed_dictionaries({
     "topic": st.sampled_from(["A", "B", "C", "a", "TopicTest", "%RETRY%g", "Z-9"]),

@@ -1,4 +1,4 @@
-"""RocketMQ's namesrv unit tests (semantics §11), ported, against the pure core + views."""
+"""RocketMQ's namesrv unit tests (semantics §11), ported, against the pure core + route_reads."""
 
 from __future__ import annotations
 

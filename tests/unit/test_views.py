@@ -2,28 +2,30 @@
 
 from __future__ import annotations
 
-from pipelines import routing
-from serving import views
-from serving.snapshot import build_snapshot
+from routeinfo import route_reads
+from serving.snapshot_store import build_snapshot
 from schemas import tables as t
 from tests.helpers import norm, reg
+from routeinfo import route_manager
+from routeinfo.state import table_rows
+from tests.helpers import routing_config
 
 
 def cut(*events):
     states = {}
     for i, e in enumerate(events):
         name = e["brokerName"]
-        states[name], _ = routing.apply(states.get(name), [norm(e, i)], i, routing.RoutingConfig())
+        states[name], _ = route_manager.apply(states.get(name), [norm(e, i)], i, routing_config())
     tables = {x.name: [] for x in t.STATE_TABLES}
     for s in states.values():
         for x in t.ROUTE_TABLES:
-            tables[x.name].extend(routing.table_rows(s, x.name))
+            tables[x.name].extend(table_rows(s, x.name))
     return build_snapshot(None, tables)
 
 
 def test_route_has_rocketmq_field_names_and_string_ids():
     snap = cut(reg("broker-b", 0, "10.0.0.3:1"), reg("broker-a", 0, "10.0.0.1:1"), reg("broker-a", 1, "10.0.0.2:1"))
-    route = views.topic_route(snap, "TopicTest")
+    route = route_reads.topic_route(snap, "TopicTest")
     assert route == {
         "brokerDatas": [
             {"brokerAddrs": {"0": "10.0.0.1:1", "1": "10.0.0.2:1"}, "brokerName": "broker-a",
@@ -34,22 +36,22 @@ def test_route_has_rocketmq_field_names_and_string_ids():
         "queueDatas": [
             {"brokerName": "broker-a", "perm": 6, "readQueueNums": 8, "topicSysFlag": 0, "writeQueueNums": 8},
             {"brokerName": "broker-b", "perm": 6, "readQueueNums": 8, "topicSysFlag": 0, "writeQueueNums": 8}]}
-    assert views.cluster_info(snap)["clusterAddrTable"] == {"DefaultCluster": ["broker-a", "broker-b"]}
-    assert views.all_topics(snap) == {"topicList": ["Base", "TopicTest"]}
+    assert route_reads.cluster_info(snap)["clusterAddrTable"] == {"DefaultCluster": ["broker-a", "broker-b"]}
+    assert route_reads.all_topics(snap) == {"topicList": ["Base", "TopicTest"]}
 
 
 def test_unknown_topic_has_no_route():
-    assert views.topic_route(cut(reg("a", 0, "10.0.0.1:1")), "Nope") is None
+    assert route_reads.topic_route(cut(reg("a", 0, "10.0.0.1:1")), "Nope") is None
 
 
 def test_zone_and_filter_servers_appear_when_set():
     snap = cut(reg("a", 0, "10.0.0.1:1", zone="z1", filters=["10.0.0.9:7"]))
-    route = views.topic_route(snap, "TopicTest")
+    route = route_reads.topic_route(snap, "TopicTest")
     assert route["brokerDatas"][0]["zoneName"] == "z1"
     assert route["filterServerTable"] == {"10.0.0.1:1": ["10.0.0.9:7"]}
 
 
 def test_route_mutation_does_not_leak_into_the_snapshot():
     snap = cut(reg("a", 0, "10.0.0.1:1"))
-    views.topic_route(snap, "TopicTest")["brokerDatas"][0]["brokerAddrs"]["9"] = "x"
-    assert "9" not in views.topic_route(snap, "TopicTest")["brokerDatas"][0]["brokerAddrs"]
+    route_reads.topic_route(snap, "TopicTest")["brokerDatas"][0]["brokerAddrs"]["9"] = "x"
+    assert "9" not in route_reads.topic_route(snap, "TopicTest")["brokerDatas"][0]["brokerAddrs"]

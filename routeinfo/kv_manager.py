@@ -1,4 +1,4 @@
-"""KVConfigManager as a pure state machine over one namespace (§8 of the semantics).
+"""KVConfigManager as a pure state machine over one namespace (§8).
 
 A namespace is created by its first put and, as in RocketMQ, survives the deletion of its
 last key (GET then answers an empty table, not "not found"). The runtime switches

@@ -22,13 +22,13 @@ from pathlib import Path
 import requests
 
 from conf import load_config
-from pipelines.publish import EventPublisher
+from eventlog.publisher import EventPublisher
 from schemas import events as ev
 from schemas import tables as t
 from schemas.progress import read_progress
-from serving.snapshot import SnapshotReader
-from tests.harness import free_port
-from tests.procs import tree
+from serving.snapshot_store import SnapshotReader
+from ops.net import free_port
+from ops.procs import tree
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -114,7 +114,7 @@ def soak(args) -> bool:
            "NAMESRV_KAFKA_EMBEDDED_PORT": str(free_port()), "NAMESRV_HTTP_PORT": str(free_port()),
            "NAMESRV_ADMIN_TOKEN": "soak", "NAMESRV_MAINTENANCE_INTERVAL_MS": "120000"}
     cfg = load_config(env)
-    launcher = subprocess.Popen([sys.executable, "-m", "pipelines.launcher"], cwd=ROOT, env=env,
+    launcher = subprocess.Popen([sys.executable, "-m", "ops.launcher"], cwd=ROOT, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{cfg.http_port}"
     rows, ok = [], True

@@ -3,7 +3,7 @@
 The job does not need it: `local[N]` is the default. It exists so that tests and benchmarks
 prove the job runs unchanged on a real distributed engine (separate master, worker and
 executor JVMs, code shipped to executors), and so a user can try that without a Spark
-distribution: `python -m pipelines.standalone --workers 2` prints the master URL to set as
+distribution: `python -m ops.standalone --workers 2` prints the master URL to set as
 NAMESRV_SPARK_MASTER.
 """
 
@@ -19,19 +19,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipelines.embedded_kafka import wait_for_port
+from ops.net import free_port, wait_for_port
 
 
 def spark_home() -> Path:
     import pyspark
     return Path(pyspark.__file__).resolve().parent
-
-
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -74,7 +67,7 @@ def start_cluster(work_dir: Path, *, workers: int = 2, cores: int = 1, memory: s
     spark_class = str(spark_home() / "bin" / "spark-class")
     env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_NO_DAEMONIZE": "1"}
-    port = _free_port()
+    port = free_port()
     cluster = StandaloneCluster(f"spark://127.0.0.1:{port}", work_dir)
     master_log = work_dir / "master.log"
 
@@ -87,14 +80,14 @@ def start_cluster(work_dir: Path, *, workers: int = 2, cores: int = 1, memory: s
 
     try:
         spawn(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-               "--webui-port", str(_free_port())], master_log)
+               "--webui-port", str(free_port())], master_log)
         wait_for_port(port, timeout_s)
         for i in range(workers):
             wdir = work_dir / f"worker-{i}"
             wdir.mkdir(exist_ok=True)
             spawn(["org.apache.spark.deploy.worker.Worker", cluster.master_url, "--host", "127.0.0.1",
                    "--cores", str(cores), "--memory", memory, "--work-dir", str(wdir),
-                   "--webui-port", str(_free_port())], work_dir / f"worker-{i}.log",
+                   "--webui-port", str(free_port())], work_dir / f"worker-{i}.log",
                   {"SPARK_WORKER_DIR": str(wdir)})
         _wait_registered(master_log, workers, timeout_s, cluster)
     except BaseException:
@@ -119,7 +112,7 @@ def _wait_registered(master_log: Path, workers: int, timeout_s: float, cluster: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pipelines.standalone", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m ops.standalone", description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--cores", type=int, default=1, help="cores per worker")
     p.add_argument("--memory", default="1g", help="memory per worker")

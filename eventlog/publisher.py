@@ -1,4 +1,4 @@
-"""Publishing events to the events topic (kafka-python), for the simulator, HTTP writes and tests."""
+"""Publishing events to the events topic: HTTP writes, the simulator, benchmarks and tests."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class EventPublisher:
     refused before anything is sent.
     """
 
-    def __init__(self, bootstrap: str, topic: str, *, max_message_bytes: int = 1024 * 1024,
+    def __init__(self, bootstrap: str, topic: str, *, max_message_bytes: int,
                  max_request_size: int = _MAX_REQUEST_BYTES) -> None:
         from kafka import KafkaProducer
         self.topic = topic
@@ -58,7 +58,7 @@ class EventPublisher:
     def close(self) -> None:
         self._producer.close(timeout=5)
 
-    def __enter__(self) -> "EventPublisher":
+    def __enter__(self) -> EventPublisher:
         return self
 
     def __exit__(self, *exc: object) -> None:

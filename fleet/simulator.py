@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conf import Config, load_config
-from pipelines.publish import EventPublisher
+from eventlog.publisher import EventPublisher
 from schemas import events as ev
 
 REREGISTER_PERIOD_S = 30.0

@@ -16,7 +16,7 @@ class Proc:
 
 def _role(cmd: str) -> str:
     for marker, role in (("tansu", "tansu"), ("java", "job-jvm"), ("pipelines.job", "job"), ("-m serving", "http"),
-                         ("pipelines.launcher", "launcher"), ("pyspark", "py-worker")):
+                         ("ops.launcher", "launcher"), ("pyspark", "py-worker")):
         if marker in cmd:
             return role
     return "other"

@@ -21,7 +21,9 @@ from pathlib import Path
 from conf import Config, load_config
 from conf.logs import setup_logging
 from conf.tokens import admin_token
-from pipelines import embedded_kafka, kafka_source
+from eventlog.topics import ensure_topic
+from ops import embedded_kafka
+from ops.net import port_is_free, wait_for_port
 
 log = logging.getLogger("namesrv.launcher")
 _PR_SET_PDEATHSIG = 1
@@ -96,18 +98,18 @@ def main() -> int:
         log.info("admin    bearer token for writes is in %s (or set NAMESRV_ADMIN_TOKEN)", cfg.admin_token_file)
     kids = children(cfg)
     for kid in kids:
-        if kid.name == "kafka" and not embedded_kafka.port_is_free(cfg.kafka_embedded_port):
+        if kid.name == "kafka" and not port_is_free(cfg.kafka_embedded_port):
             log.error("port 127.0.0.1:%d is taken: is another ./run.sh running? (or set NAMESRV_KAFKA_EMBEDDED_PORT)",
                       cfg.kafka_embedded_port)
             return 1
-        if kid.name == "http" and not embedded_kafka.port_is_free(cfg.http_port, cfg.http_host):
+        if kid.name == "http" and not port_is_free(cfg.http_port, cfg.http_host):
             log.error("port %s:%d is taken (set NAMESRV_HTTP_PORT)", cfg.http_host, cfg.http_port)
             _stop_all(kids)
             return 1
         kid.start()
         if kid.name == "kafka":
-            embedded_kafka.wait_for_port(cfg.kafka_embedded_port)
-            kafka_source.ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions)
+            wait_for_port(cfg.kafka_embedded_port)
+            ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions)
             log.info("kafka    embedded Tansu on %s, topic %s (memory storage; log %s)",
                      cfg.bootstrap, cfg.kafka_topic, kid.log_path)
         elif kid.name == "job":

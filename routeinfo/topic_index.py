@@ -4,7 +4,7 @@ A snapshot with a million queue rows must load in well under a second, so loadin
 the table by topic in Arrow (no Python object per row or per topic); a lookup is a binary
 search, and a topic's QueueData dicts are built on its first lookup and kept for the life of
 the snapshot. The full topic list is materialized only when a listing asks for it. Behaves as
-a read-only Mapping for the views.
+a read-only Mapping for the route_reads.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""The applyInPandasWithState step: raw Kafka records of one group → state + table rows.
+"""The applyInPandasWithState step: raw Kafka records of one group → state + output rows.
 
 Parsing happens here rather than in an earlier stage because an event is only meaningful
 inside its group's ordered stream (the Kafka key), and one Python stage per batch is
-cheaper than two. The rules themselves live in `routing` and `kv`; this module only
-decodes, orders, dispatches and encodes.
+cheaper than two. The rules themselves live in `routeinfo`; this module only decodes,
+orders, dispatches and encodes (`step_rows` defines what it emits).
 """
 
 from __future__ import annotations
@@ -11,36 +11,40 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 
-from pipelines import kv, routing
+from conf import Config
+from pipelines import step_rows as out_rows
 from pipelines.memory import ReleaseAfter
+from routeinfo import housekeeping, kv_manager, route_manager
+from routeinfo.route_writes import RoutingConfig
+from routeinfo.state import GroupState, table_rows
 from schemas import events as ev
 from schemas import tables as t
+from schemas.fields import InvalidInput
 
-# grp: for table rows, the value of the table's owner column (brokerName, namespace, scope).
-OUTPUT_SCHEMA = ("grp string, tbl string, payload string, raw binary, rawKey string, "
-                 "partition int, offset long, kafkaTimestamp long")
 # Routing groups keep (core JSON, topic table JSON) so that a heartbeat decodes only the core;
 # KV and config groups use only the first column.
 STATE_SCHEMA = "core string, topics string"
 State = tuple[str, "str | None"]
-OUTPUT_COLUMNS = ["grp", "tbl", "payload", "raw", "rawKey", "partition", "offset", "kafkaTimestamp"]
-
-DEAD_LETTER = t.DEAD_LETTER.name
-REJECTED = "_rejected"  # a valid event that RocketMQ's rules refused (logged, no table change)
-DEADLINE = "_deadline"  # the group's next timeout (epoch ms, "" = none): the source schedules batches by it
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class StepConfig:
-    routing: routing.RoutingConfig
+    routing: RoutingConfig
     max_message_bytes: int
     max_clock_skew_ms: int
+
+    @staticmethod
+    def from_config(cfg: Config) -> StepConfig:
+        return StepConfig(
+            routing=RoutingConfig(default_timeout_ms=cfg.broker_timeout_ms, live_flush_ms=cfg.live_flush_ms,
+                                  delete_topic_with_broker_registration=cfg.delete_topic_with_broker_registration),
+            max_message_bytes=cfg.max_message_bytes, max_clock_skew_ms=cfg.max_clock_skew_ms)
 
 
 def run_group(group: str | None, records: list[dict[str, Any]], state: State | None, now_ms: int,
@@ -55,34 +59,44 @@ def run_group(group: str | None, records: list[dict[str, Any]], state: State | N
                                          max_message_bytes=cfg.max_message_bytes,
                                          max_clock_skew_ms=cfg.max_clock_skew_ms))
             coords.append((r["partition"], r["offset"]))
-        except ev.InvalidEvent as exc:
-            out.append({"grp": group, "tbl": DEAD_LETTER, "payload": str(exc), "raw": r["value"], "rawKey": r["key"],
-                        "partition": r["partition"], "offset": r["offset"], "kafkaTimestamp": r["timestamp"]})
-
+        except InvalidInput as exc:
+            out.append(out_rows.dead_letter_row(group, str(exc), r))
     if group is not None and (group.startswith(ev.KV_KEY_PREFIX) or group == ev.CONFIG_KEY):
-        is_config = group == ev.CONFIG_KEY
-        ns = kv.Namespace.from_json(state[0]) if state else None
-        ns, changes = kv.apply(ns, events)
-        if changes:
-            if is_config:
-                out.append(_table_row(kv.CONFIG_SCOPE, t.NAMESRV_CONFIG.name, kv.config_rows(ns)))
-            else:
-                out.append(_table_row(group[len(ev.KV_KEY_PREFIX):], t.KV_CONFIG.name, kv.table_rows(ns)))
-            out.append(_changes_row(group, None, changes, coords))
-        return ((ns.to_json(), None) if ns else None), None, out
+        return _run_kv_group(group, events, coords, state, out)
+    return _run_broker_group(group, events, coords, state, now_ms, cfg, out)
 
-    st = routing.GroupState.from_parts(*state) if state else None
+
+def _run_kv_group(group: str, events: list[dict[str, Any]], coords: list[tuple[int, int]], state: State | None,
+                  out: list[dict[str, Any]]) -> tuple[State | None, None, list[dict[str, Any]]]:
+    """A KV namespace (key `kv/<namespace>`) or the runtime switches (key `config/namesrv`)."""
+    ns = kv_manager.Namespace.from_json(state[0]) if state else None
+    ns, changes = kv_manager.apply(ns, events)
+    if changes:
+        if group == ev.CONFIG_KEY:
+            out.append(out_rows.table_row(kv_manager.CONFIG_SCOPE, t.NAMESRV_CONFIG.name, kv_manager.config_rows(ns)))
+        else:
+            out.append(out_rows.table_row(group[len(ev.KV_KEY_PREFIX):], t.KV_CONFIG.name,
+                                          kv_manager.table_rows(ns)))
+        out.append(_changes_row(group, None, changes, coords))
+    return ((ns.to_json(), None) if ns else None), None, out
+
+
+def _run_broker_group(group: str | None, events: list[dict[str, Any]], coords: list[tuple[int, int]],
+                      state: State | None, now_ms: int, cfg: StepConfig,
+                      out: list[dict[str, Any]]) -> tuple[State | None, int | None, list[dict[str, Any]]]:
+    """A broker group (key = brokerName): RouteInfoManager's rules, then the next deadline."""
+    st = GroupState.from_parts(state[0], state[1] or "{}") if state else None
     if st is None and not events:
         return None, None, out
-    st, res = routing.apply(st, events, now_ms, cfg.routing)
+    st, res = route_manager.apply(st, events, now_ms, cfg.routing)
     for reason in res.rejected:
-        out.append(_row(group, REJECTED, reason))
-    for table in sorted(res.dirty):
-        out.append(_table_row(group, table, routing.table_rows(st, table)))
+        out.append(out_rows.row(group, out_rows.REJECTED, reason))
+    for table in sorted(res.dirty_tables):
+        out.append(out_rows.table_row(group, table, table_rows(st, table)))
     if res.changes:
         out.append(_changes_row(group, group, res.changes, coords))
-    deadline = routing.next_deadline(st, cfg.routing)
-    out.append(_row(group, DEADLINE, "" if deadline is None else str(deadline)))
+    deadline = housekeeping.next_deadline(st, cfg.routing)
+    out.append(out_rows.row(group, out_rows.DEADLINE, "" if deadline is None else str(deadline)))
     return (st.to_parts() if st else None), deadline, out
 
 
@@ -99,25 +113,14 @@ def _changes_row(group: str | None, broker_name: str | None, changes: list[dict[
                      "before": None if c["before"] is None else json.dumps(c["before"], sort_keys=True),
                      "after": None if c["after"] is None else json.dumps(c["after"], sort_keys=True),
                      "partition": partition, "offset": offset})
-    return _row(group, t.ROUTE_CHANGES.name, json.dumps(rows, separators=(",", ":")))
+    return out_rows.row(group, out_rows.ROUTE_CHANGES, json.dumps(rows, separators=(",", ":")))
 
 
-def _table_row(owner: str | None, table: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """`rows` replace every row of `table` whose owner column equals `owner`."""
-    return _row(owner, table, json.dumps(rows, separators=(",", ":")))
-
-
-def _row(grp: str | None, tbl: str, payload: str) -> dict[str, Any]:
-    """An output row that is not a quarantined record (no raw bytes, no Kafka coordinates)."""
-    return {"grp": grp, "tbl": tbl, "payload": payload, "raw": None, "rawKey": None, "partition": None,
-            "offset": None, "kafkaTimestamp": None}
-
-
-def make_step(cfg: StepConfig):
+def make_step(cfg: StepConfig) -> Callable[..., Iterator[pd.DataFrame]]:
     """The function handed to applyInPandasWithState (ProcessingTimeTimeout)."""
     released = ReleaseAfter(64 * 1024 * 1024)  # per Python worker process (the function is unpickled there)
 
-    def step(key: tuple, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+    def step(key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         # Called once per group per batch: plain lists in and out, not pandas row operations
         # (to_dict / astype cost more than the routing rules themselves).
         group = key[0]
@@ -137,10 +140,10 @@ def make_step(cfg: StepConfig):
             state.update(new_state)
         if new_state is not None and deadline is not None:
             state.setTimeoutDuration(max(1, deadline - now))
-        released.add(sum(len(r["value"] or b"") for r in records) + sum(len(r["payload"] or "") for r in rows))
+        released.add(sum(len(r["value"] or b"") for r in records) + sum(len(r["body"] or "") for r in rows))
         if rows:
             yield pd.DataFrame({
-                **{c: [r[c] for r in rows] for c in ("grp", "tbl", "payload", "raw", "rawKey")},
+                **{c: [r[c] for r in rows] for c in ("owner", "target", "body", "raw", "rawKey")},
                 "partition": pd.array([r["partition"] for r in rows], dtype="Int32"),
                 "offset": pd.array([r["offset"] for r in rows], dtype="Int64"),
                 "kafkaTimestamp": pd.array([r["kafkaTimestamp"] for r in rows], dtype="Int64")})

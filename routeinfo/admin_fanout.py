@@ -1,12 +1,13 @@
-"""Admin writes as events (pure): the fan-out RocketMQ does inside one request, done here
-against the served snapshot, one event per hosting broker group."""
+"""Admin writes as events (pure): the fan-out RocketMQ's RouteInfoManager does inside one
+request (`deleteTopic(topic, cluster)`, `registerTopic`), done here against the served
+snapshot, one event per hosting broker group (each group applies its share in the job)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from schemas import events as ev
-from serving.snapshot import Snapshot
+from routeinfo.snapshot import Snapshot
 
 
 def delete_topic(snap: Snapshot, topic: str, cluster: str | None) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
-"""RocketMQ response bodies built from a Snapshot (pure functions, RocketMQ field names).
+"""RouteInfoManager's reads: RocketMQ response bodies built from a Snapshot (pure, RocketMQ field names).
 
-Each function mirrors one RouteInfoManager/KVConfigManager read of the semantics document
-(§ numbers); where this project deliberately differs, the docstring says so.
+Each function mirrors one RouteInfoManager/KVConfigManager read (§ numbers of
+docs/semantics.md); where this project deliberately differs, the docstring says so. The HTTP
+blueprints, the notebooks and the remoting front all answer through these functions.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import json
 from typing import Any
 
 from schemas import events as ev
-from serving.snapshot import Snapshot
+from schemas import fields
+from routeinfo.snapshot import Snapshot
 
 SYNC_BROKER_MEMBER_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
 
@@ -58,7 +60,7 @@ def _acting_master_rewrite(route: dict[str, Any]) -> None:
         addrs = bd["brokerAddrs"]
         if addrs and "0" not in addrs and bd["enableActingMaster"]:
             perm = perms.get(bd["brokerName"])
-            if perm is not None and not perm & ev.PERM_WRITE:
+            if perm is not None and not perm & fields.PERM_WRITE:
                 smallest = min(addrs, key=int)
                 addrs["0"] = addrs.pop(smallest)
 

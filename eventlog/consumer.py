@@ -1,0 +1,35 @@
+"""Reading the events topic: one consumer configuration, and the true end of a partition.
+
+Tansu reports a partition's end offset as the *base* offset of its last record batch plus
+one, so the true end is found by fetching that last batch (`true_end`); with a broker that
+reports the real end the fetch finds nothing newer and the reported value stands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Above any record the pipeline accepts (NAMESRV_MAX_MESSAGE_BYTES is at most 16 MiB), so an
+# oversize record is still fetched and reaches dead_letter with its reason.
+FETCH_BYTES = 64 * 1024 * 1024
+
+
+def consumer(bootstrap: str) -> Any:
+    """A consumer without a group (offsets are the streaming checkpoint's business)."""
+    from kafka import KafkaConsumer
+    return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
+                         max_partition_fetch_bytes=FETCH_BYTES, fetch_max_bytes=FETCH_BYTES,
+                         request_timeout_ms=10_000, consumer_timeout_ms=1000)
+
+
+def true_end(consumer: Any, tp: Any, reported: int) -> int:
+    """The partition's real end offset: fetch the last record batch and take its last offset + 1."""
+    if reported <= 0:
+        return reported
+    consumer.assign([tp])
+    consumer.seek(tp, reported - 1)
+    for _ in range(3):
+        batch = consumer.poll(timeout_ms=200).get(tp, [])
+        if batch:
+            return max(reported, batch[-1].offset + 1)
+    return reported

@@ -1,0 +1,32 @@
+"""Topic administration: the events topic is created on first use and waited for."""
+
+from __future__ import annotations
+
+import time
+
+
+def ensure_topic(bootstrap: str, topic: str, partitions: int, wait_s: float = 60.0) -> int:
+    """Create `topic` if it does not exist; return its partition count. Waits for the broker."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import KafkaError, TopicAlreadyExistsError
+    deadline = time.monotonic() + wait_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+            try:
+                if topic not in admin.list_topics():
+                    try:
+                        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+                    except TopicAlreadyExistsError:
+                        pass
+                described = admin.describe_topics([topic])
+                count = len(described[0]["partitions"]) if described else 0
+                if count:
+                    return count
+            finally:
+                admin.close()
+        except KafkaError as exc:  # broker not up yet
+            last_error = exc
+        time.sleep(0.5)
+    raise RuntimeError(f"Kafka topic {topic!r} at {bootstrap} not available after {wait_s:.0f} s: {last_error}")

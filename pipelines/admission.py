@@ -1,0 +1,71 @@
+"""Batch admission: whether a trigger of the streaming query runs a micro-batch (pure).
+
+The job turns Spark's no-data batches off (they would run at every trigger, because the
+state step always has a timeout pending), so a batch runs only when the source returns
+offsets that differ from the start. `decide` says when that should be:
+
+- a record other than a heartbeat waits (registrations and writes are served at the next
+  trigger);
+- the oldest waiting heartbeat has waited `defer_ms` (heartbeats keep a broker alive, they
+  change nothing visible, so they may wait for company);
+- the earliest group timeout the sink reported (`nextDeadline`) is due: an expiry or a
+  broker_live flush (see `routeinfo/housekeeping.py` for the whole expiry path);
+- `defer_ms` passed without a batch (bounds expiry after a restart, before the sink has
+  heard every group's timeout again).
+
+With `defer_ms` = 0 every trigger runs a batch, as Spark's own no-data batches would. A
+batch without new records bumps the virtual `tick` offset (`offsets_to_run`), which reads
+nothing but lets Spark call the timed-out groups.
+
+The inputs that need I/O (scanning the waiting records, reading `_progress.json`) come as
+callables and are asked for only when the cheaper conditions did not decide already.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+TICK = "tick"  # the virtual offset key (not a Kafka partition)
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What the records waiting to be read are: any of them urgent (not a heartbeat), and the
+    record time of the oldest waiting heartbeat."""
+
+    urgent: bool
+    oldest_heartbeat_ms: int | None
+
+
+def decide(now_ms: float, *, defer_ms: int, last_run_ms: float, pending: bool,
+           backlog: Callable[[], Backlog], next_deadline: Callable[[], int | None]) -> bool:
+    """True when this trigger should run a batch (see the module docstring for the rules)."""
+    if defer_ms <= 0 or now_ms - last_run_ms >= defer_ms:
+        return True
+    if pending:
+        waiting = backlog()
+        if waiting.urgent:
+            return True
+        if waiting.oldest_heartbeat_ms is not None and now_ms - waiting.oldest_heartbeat_ms >= defer_ms:
+            return True
+    deadline = next_deadline()
+    return deadline is not None and now_ms >= deadline
+
+
+def pending_ranges(start: dict[str, int], end: dict[str, int]) -> dict[int, tuple[int, int]]:
+    """Kafka partitions whose offsets would move: partition -> (start, end)."""
+    return {int(p): (int(start.get(p, 0)), int(e)) for p, e in end.items()
+            if p != TICK and int(e) != int(start.get(p, 0))}
+
+
+def offsets_to_run(start: dict[str, int], end: dict[str, int], *, run: bool) -> dict[str, int]:
+    """What `latestOffset` returns: `start` itself (no batch), or `end` with the tick carried
+    over, bumped when no Kafka offset moves (a batch that only runs timeouts)."""
+    if not run:
+        return dict(start)
+    tick = int(start.get(TICK, 0))
+    out = {**end, TICK: tick}
+    if not pending_ranges(start, end):
+        out[TICK] = tick + 1
+    return out

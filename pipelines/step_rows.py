@@ -1,0 +1,45 @@
+"""The rows the state step emits and the sink reads: one definition for both.
+
+Each row is addressed to a `target`:
+- a state table name (`topic_queue`, ..., `kv_config`, `namesrv_config`): `body` is the JSON
+  list of rows that replace every row of that table whose owner column equals `owner`;
+- `route_changes`: `body` is the JSON list of audit rows (without snapshotId/seq, which the
+  sink assigns);
+- `dead_letter`: a record that broke the contract; `body` is the reason, and `raw`, `rawKey`,
+  `partition`, `offset`, `kafkaTimestamp` locate the record;
+- REJECTED: a valid registration RocketMQ's rules refused (logged; the audit row is in
+  `route_changes`); `body` is the reason;
+- DEADLINE: the group's next timeout in epoch ms ("" = none), which the sink publishes as
+  `nextDeadline` so the source can schedule a batch for it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from schemas import tables as t
+
+OUTPUT_SCHEMA = ("owner string, target string, body string, raw binary, rawKey string, "
+                 "partition int, offset long, kafkaTimestamp long")
+
+DEAD_LETTER = t.DEAD_LETTER.name
+ROUTE_CHANGES = t.ROUTE_CHANGES.name
+REJECTED = "_rejected"
+DEADLINE = "_deadline"
+
+
+def row(owner: str | None, target: str, body: str) -> dict[str, Any]:
+    """An output row that is not a quarantined record (no raw bytes, no Kafka coordinates)."""
+    return {"owner": owner, "target": target, "body": body, "raw": None, "rawKey": None, "partition": None,
+            "offset": None, "kafkaTimestamp": None}
+
+
+def table_row(owner: str | None, table: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """`rows` replace every row of `table` whose owner column equals `owner`."""
+    return row(owner, table, json.dumps(rows, separators=(",", ":")))
+
+
+def dead_letter_row(owner: str | None, reason: str, record: dict[str, Any]) -> dict[str, Any]:
+    return {"owner": owner, "target": DEAD_LETTER, "body": reason, "raw": record["value"], "rawKey": record["key"],
+            "partition": record["partition"], "offset": record["offset"], "kafkaTimestamp": record["timestamp"]}

@@ -1,0 +1,53 @@
+"""The route write path's one entry point: a broker group's events in order, then expiry.
+
+This is what RocketMQ's RouteInfoManager does under its write lock, for one brokerName: the
+streaming job groups events by brokerName and calls `apply` with the group's state, its new
+events in Kafka order, and the batch's processing time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from routeinfo import housekeeping
+from routeinfo.route_writes import HANDLERS, Rejected, Result, RoutingConfig
+from routeinfo.state import GroupState
+from schemas.fields import MASTER_ID
+
+
+def apply(state: GroupState | None, events: Iterable[dict[str, Any]], now_ms: int,
+          cfg: RoutingConfig) -> tuple[GroupState | None, Result]:
+    """Apply `events` (normalised, in Kafka order) to a group, then expire at `now_ms`.
+
+    Before each event, entries already expired at that event's time are expired first, as
+    RocketMQ's periodic scan would have done; so the outcome does not depend on how events
+    are cut into micro-batches. Returns None as the state once the group holds nothing.
+    """
+    res = Result()
+    st = state
+    for i, e in enumerate(events):
+        if st is None:
+            st = GroupState(broker_name=e["brokerName"])
+        res.event_index, res.time = None, e["time"]
+        housekeeping.expire(st, e["time"], cfg, res)
+        res.event_index = i
+        master_before, existed = st.master(), st.broker is not None
+        try:
+            HANDLERS[e["type"]](st, e, cfg, res)
+        except Rejected as exc:
+            res.rejected.append(str(exc))
+            res.change("REGISTRATION_REJECTED", cluster=e.get("clusterName"), addr=e.get("brokerAddr"),
+                       broker_id=e.get("brokerId"), after=str(exc))
+        master_after = st.master()
+        # A group that already existed got a (different) master: a switch, or a new master
+        # after the old one left (its BROKER_UNREGISTERED/EXPIRED row names the old address).
+        if existed and st.broker is not None and master_after is not None and master_before != master_after:
+            res.change("MASTER_CHANGED", cluster=st.broker.cluster, addr=master_after, broker_id=MASTER_ID,
+                       before=master_before, after=master_after)
+    if st is not None:
+        res.event_index, res.time = None, now_ms
+        housekeeping.expire(st, now_ms, cfg, res)
+        housekeeping.flush_live(st, now_ms, cfg, res)
+        if st.is_empty():
+            st = None
+    return st, res

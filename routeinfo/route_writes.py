@@ -1,0 +1,347 @@
+"""RouteInfoManager's write rules, one handler per request, over one broker group's state.
+
+Each handler mutates the group's `GroupState` and records in `Result` which tables changed
+and which topology changes happened (the `route_changes` audit log). `route_manager.apply`
+calls them in Kafka order; expiry lives in `housekeeping`. No I/O, no Spark, no wall clock:
+replaying a batch gives the same result, which the sink's idempotency relies on.
+
+Deliberate differences from RocketMQ (§15): a rejected registration changes nothing
+(RocketMQ keeps partial side effects), and a live entry whose address left brokerAddrs is
+still expired.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from schemas import events as ev
+from schemas import tables as t
+from schemas.fields import DEFAULT_PERM, MASTER_ID, PERM_WRITE
+from routeinfo.state import BrokerData, GroupState, LiveInfo, PendingRegistration, topic_keys_digest
+
+
+@dataclass(frozen=True)
+class RoutingConfig:
+    """The job's settings that the rules read (built from `conf.Config` at the job's entry point)."""
+
+    default_timeout_ms: int
+    delete_topic_with_broker_registration: bool
+    # Heartbeats move lastUpdateTimestamp only in the state store; broker_live is rewritten with
+    # the fresh values when something else changes, or once per `live_flush_ms` window (aligned
+    # for all groups, so a quiet fleet adds one broker_live version per window, not per batch).
+    # 0 = materialize every heartbeat.
+    live_flush_ms: int
+
+
+@dataclass
+class Result:
+    """What one `apply` call did: tables whose rows changed, topology changes for the audit
+    log (`route_changes`), and notable outcomes for the job's log."""
+
+    dirty_tables: set[str] = field(default_factory=set)
+    rejected: list[str] = field(default_factory=list)
+    expired: list[tuple[str, str]] = field(default_factory=list)
+    perm_topic_counts: list[int] = field(default_factory=list)  # wipe/add write-perm answers, in event order
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    event_index: int | None = None  # which input event the changes being recorded come from
+    time: int = 0                   # the instant they happen at (event time, or now for expiry)
+
+    def change(self, kind: str, *, cluster: str | None = None, addr: str | None = None,
+               broker_id: int | None = None, topic: str | None = None, before: Any = None, after: Any = None) -> None:
+        self.changes.append({"kind": kind, "clusterName": cluster, "brokerAddr": addr, "brokerId": broker_id,
+                             "topic": topic, "before": before, "after": after, "eventIndex": self.event_index,
+                             "time": self.time})
+
+
+class Rejected(Exception):
+    """RocketMQ's rules refuse this request; the message is the reason logged and audited."""
+
+
+Handler = Callable[[GroupState, dict[str, Any], RoutingConfig, Result], None]
+
+
+# ---------------------------------------------------------------- queue data primitives
+
+def put_queue(st: GroupState, topic: str, qd: dict[str, int], res: Result) -> None:
+    before = st.topics.get(topic)
+    if before == qd:
+        return
+    st.topics[topic] = qd
+    res.dirty_tables.add(t.TOPIC_QUEUE.name)
+    res.change("QUEUE_ADDED" if before is None else "QUEUE_CHANGED", topic=topic, before=before, after=dict(qd))
+
+
+def drop_queue(st: GroupState, topic: str, res: Result, kind: str) -> None:
+    before = st.topics.pop(topic, None)
+    if before is not None:
+        res.dirty_tables.add(t.TOPIC_QUEUE.name)
+        res.change(kind, topic=topic, before=before)
+
+
+def set_perm(st: GroupState, topic: str, perm: int, res: Result, kind: str) -> None:
+    qd = st.topics[topic]
+    if qd["perm"] != perm:
+        res.change(kind, topic=topic, before=dict(qd), after={**qd, "perm": perm})
+        qd["perm"] = perm
+        res.dirty_tables.add(t.TOPIC_QUEUE.name)
+
+
+# ---------------------------------------------------------------- REGISTER_BROKER (§3.2)
+
+def register_broker(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    """Every REGISTER_BROKER: a plain one applies at once, a chunked one once all its chunks are in."""
+    if e.get("chunk") is None:
+        _register(st, e, cfg, res)
+        return
+    whole = _collect_chunk(st, e, res)
+    if whole is not None:
+        _register(st, whole, cfg, res)
+
+
+def _register(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    """§3.2, applied atomically: both rejection checks run before anything changes."""
+    _refuse_if_rejected(st, e)
+    first = _upsert_broker(st, e, res)
+    _apply_topic_configs(st, e, cfg, res, register_first=first)
+    _refresh_live(st, e, cfg, res)
+    _update_filters(st, e, res)
+
+
+def _refuse_if_rejected(st: GroupState, e: dict[str, Any]) -> None:
+    """§3.2.6 stale registration and §3.2.7 single-topic guard; raises Rejected."""
+    cluster, addr, bid = e["clusterName"], e["brokerAddr"], e["brokerId"]
+    existing = st.broker.addrs if st.broker is not None else {}
+    # §3.2.6 (controller mode): the id's current holder has a newer epoch.
+    old_addr = existing.get(bid)
+    if old_addr is not None and old_addr != addr:
+        holder = st.live.get((cluster, old_addr))
+        incoming = e["dataVersion"]["stateVersion"]
+        if holder is not None and holder.data_version["stateVersion"] > incoming:
+            raise Rejected(f"stale registration of {addr} as {st.broker_name}/{bid}: "
+                           f"stateVersion {incoming} < {holder.data_version['stateVersion']} of {old_addr}")
+    # §3.2.7: an incremental one-topic registration must not create a broker.
+    if bid not in existing and len(e["topicConfigTable"]) == 1:
+        raise Rejected(f"register broker failed: single-topic registration of unknown {st.broker_name}/{bid} ({addr})")
+
+
+def _upsert_broker(st: GroupState, e: dict[str, Any], res: Result) -> bool:
+    """Cluster membership and BrokerData (§3.2.5 master/slave switch included).
+
+    Returns whether this counts as the address's first registration (its topic configs then
+    apply in full)."""
+    cluster, addr, bid = e["clusterName"], e["brokerAddr"], e["brokerId"]
+    if cluster not in st.clusters:
+        st.clusters.add(cluster)
+        res.dirty_tables.add(t.CLUSTER_ADDR.name)
+        res.change("CLUSTER_JOINED", cluster=cluster)
+    register_first = False
+    if st.broker is None:
+        st.broker = BrokerData(cluster=cluster)
+        register_first = True
+    broker = st.broker
+    acting = e["enableActingMaster"] is not None and bool(e["enableActingMaster"])
+    if (broker.enable_acting_master, broker.zone_name) != (acting, e["zoneName"]) or register_first:
+        broker.enable_acting_master, broker.zone_name = acting, e["zoneName"]
+        res.dirty_tables.add(t.BROKER_ADDR.name)
+
+    # §3.2.5: one ip:port holds one id inside a group.
+    moved_from = [i for i, a in broker.addrs.items() if a == addr and i != bid]
+    for other in moved_from:
+        del broker.addrs[other]
+        res.dirty_tables.add(t.BROKER_ADDR.name)
+        res.change("ADDRESS_ID_CHANGED", cluster=broker.cluster, addr=addr, broker_id=bid, before=other, after=bid)
+    previous = broker.addrs.get(bid)
+    if previous != addr:
+        broker.addrs[bid] = addr
+        res.dirty_tables.add(t.BROKER_ADDR.name)
+        if not moved_from:
+            res.change("BROKER_REGISTERED", cluster=cluster, addr=addr, broker_id=bid, before=previous, after=addr)
+    return register_first or not previous
+
+
+def _apply_topic_configs(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result, *,
+                         register_first: bool) -> None:
+    """§3.2.9-10: whose topic config counts (the master, or the prime slave of a 5.x group),
+    and which topics change."""
+    assert st.broker is not None  # _upsert_broker ran
+    broker, bid = st.broker, e["brokerId"]
+    is_old_broker = e["enableActingMaster"] is None  # a 4.x broker does not send the field
+    is_master = bid == MASTER_ID
+    is_prime_slave = not is_old_broker and not is_master and bid == min(broker.addrs)
+    if not (is_master or is_prime_slave):
+        return
+    prev_live = st.live.get((e["clusterName"], e["brokerAddr"]))
+    dv_changed = prev_live is None or prev_live.data_version != e["dataVersion"]
+    incoming = e["topicConfigTable"]
+    if not (register_first or dv_changed) and topic_keys_digest(incoming) == st.topic_keys_digest():
+        return  # same version, same topic names: nothing to add or drop (topic table stays encoded)
+    if cfg.delete_topic_with_broker_registration:
+        for topic in [x for x in st.topics if x not in incoming]:
+            drop_queue(st, topic, res, "QUEUE_REMOVED")
+    for topic, tc in sorted(incoming.items()):
+        if register_first or dv_changed or topic not in st.topics:
+            perm = tc["perm"]
+            if is_prime_slave and broker.enable_acting_master:
+                perm &= ~PERM_WRITE
+            put_queue(st, topic, {"readQueueNums": tc["readQueueNums"], "writeQueueNums": tc["writeQueueNums"],
+                                  "perm": perm, "topicSysFlag": tc["topicSysFlag"]}, res)
+
+
+def _refresh_live(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    """§3.2.11 the live table. A re-registration that only moves lastUpdateTimestamp is treated
+    like a heartbeat for materialization (brokers re-register every 30 s)."""
+    key = (e["clusterName"], e["brokerAddr"])
+    live = LiveInfo(broker_id=e["brokerId"], last_update=e["time"],
+                    timeout_ms=e["heartbeatTimeoutMillis"] or cfg.default_timeout_ms,
+                    data_version=dict(e["dataVersion"]), ha_server_addr=e["haServerAddr"])
+    prev = st.live.get(key)
+    if prev is not None and (prev.broker_id, prev.timeout_ms, prev.data_version, prev.ha_server_addr) == (
+            live.broker_id, live.timeout_ms, live.data_version, live.ha_server_addr):
+        live.materialized_update = prev.materialized_update
+        if live.last_update == live.materialized_update:
+            live.stale_since = -1
+        elif prev.materialized_update == prev.last_update:
+            live.stale_since = e["time"]
+        else:
+            live.stale_since = prev.stale_since
+    else:
+        res.dirty_tables.add(t.BROKER_LIVE.name)
+    st.live[key] = live
+
+
+def _update_filters(st: GroupState, e: dict[str, Any], res: Result) -> None:
+    """§3.2.12 filter servers: absent = untouched, empty = removed."""
+    servers = e["filterServerList"]
+    if servers is None:
+        return
+    key = (e["clusterName"], e["brokerAddr"])
+    if not servers:
+        if st.filters.pop(key, None) is not None:
+            res.dirty_tables.add(t.FILTER_SERVER.name)
+    elif st.filters.get(key) != servers:
+        st.filters[key] = list(servers)
+        res.dirty_tables.add(t.FILTER_SERVER.name)
+
+
+def _collect_chunk(st: GroupState, e: dict[str, Any], res: Result) -> dict[str, Any] | None:
+    """Collect a chunked REGISTER_BROKER per address; return the whole registration once the
+    last chunk arrived, else None. Chunks carry the same header (data version included); a
+    chunk with a different header starts over (the broker re-sent a newer registration), a
+    repeated chunk is ignored (producer retry)."""
+    index, count = e["chunk"]
+    key = (e["clusterName"], e["brokerAddr"])
+    header = {k: v for k, v in e.items() if k not in ("topicConfigTable", "chunk", "time")}
+    pending = st.pending.get(key)
+    if pending is not None and (pending.count, pending.header) != (count, header):
+        del st.pending[key]
+        res.change("REGISTRATION_ABANDONED", cluster=key[0], addr=key[1], broker_id=e["brokerId"],
+                   after=f"{len(pending.chunks)} of {pending.count} chunks superseded by a registration "
+                         "with another header")
+        pending = None
+    if pending is None:
+        pending = st.pending[key] = PendingRegistration(count, header, {}, e["time"])
+    if index in pending.chunks:
+        if pending.chunks[index] != e["topicConfigTable"]:
+            raise Rejected(f"chunk {index} of {count} from {key[1]} differs from the copy already received")
+        return None
+    pending.chunks[index], pending.last_time = e["topicConfigTable"], e["time"]
+    if len(pending.chunks) < count:
+        return None
+    del st.pending[key]
+    merged: dict[str, Any] = {}
+    for i in range(count):
+        for topic, tc in pending.chunks[i].items():
+            if topic in merged:
+                raise Rejected(f"chunked registration of {key[1]} lists topic {topic} in more than one chunk")
+            merged[topic] = tc
+    return {**header, "time": e["time"], "topicConfigTable": merged, "chunk": None}
+
+
+# ---------------------------------------------------------------- liveness and removal
+
+def heartbeat(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    """§4: refresh liveness only; an unknown broker is a no-op."""
+    li = st.live.get((e["clusterName"], e["brokerAddr"]))
+    if li is not None and e["time"] > li.last_update:
+        if li.materialized_update == li.last_update:
+            li.stale_since = e["time"]
+        li.last_update = e["time"]  # broker_live catches up in housekeeping.flush_live
+
+
+def unregister_broker(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    st.pending.pop((e["clusterName"], e["brokerAddr"]), None)  # an interrupted chunked registration
+    remove_address(st, e["clusterName"], e["brokerAddr"], res, "BROKER_UNREGISTERED")
+
+
+def remove_address(st: GroupState, cluster: str, addr: str, res: Result, kind: str) -> None:
+    """§5.3 for one request: live/filter entries, addrs by address, then queue cleanup."""
+    if st.live.pop((cluster, addr), None) is not None:
+        res.dirty_tables.add(t.BROKER_LIVE.name)
+    if st.filters.pop((cluster, addr), None) is not None:
+        res.dirty_tables.add(t.FILTER_SERVER.name)
+    broker = st.broker
+    if broker is None:
+        return
+    gone = [i for i, a in broker.addrs.items() if a == addr]
+    for i in gone:
+        del broker.addrs[i]
+        res.change(kind, cluster=cluster, addr=addr, broker_id=i, before=addr)
+    if gone:
+        res.dirty_tables.add(t.BROKER_ADDR.name)
+    if not broker.addrs:
+        # The whole group is gone: its cluster membership (the request's cluster) and queues go too.
+        st.broker = None
+        res.dirty_tables.add(t.BROKER_ADDR.name)
+        if cluster in st.clusters:
+            st.clusters.discard(cluster)
+            res.dirty_tables.add(t.CLUSTER_ADDR.name)
+            res.change("CLUSTER_LEFT", cluster=cluster)
+        for topic in sorted(st.topics):
+            drop_queue(st, topic, res, "QUEUE_REMOVED")
+    elif broker.enable_acting_master and min(broker.addrs) > MASTER_ID:
+        # An acting-master group lost its master: its queues become read-only instead of vanishing.
+        for topic in sorted(st.topics):
+            set_perm(st, topic, st.topics[topic]["perm"] & ~PERM_WRITE, res, "QUEUE_CHANGED")
+
+
+# ---------------------------------------------------------------- admin requests (§7)
+
+def wipe_write_perm(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    """§7.1: clear the write bit; the count includes queues that were already read-only."""
+    for topic in sorted(st.topics):
+        set_perm(st, topic, st.topics[topic]["perm"] & ~PERM_WRITE, res, "WRITE_PERM_WIPED")
+    res.perm_topic_counts.append(len(st.topics))
+
+
+def add_write_perm(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    """§7.1: perm becomes exactly READ|WRITE (6), dropping any other bit."""
+    for topic in sorted(st.topics):
+        set_perm(st, topic, DEFAULT_PERM, res, "WRITE_PERM_ADDED")
+    res.perm_topic_counts.append(len(st.topics))
+
+
+def delete_topic(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    """§7.2, one hosting group's share: with a cluster, only if this group is listed in it."""
+    cluster = e["clusterName"]
+    if cluster is not None and cluster not in st.clusters:
+        return
+    drop_queue(st, e["topic"], res, "TOPIC_DELETED")
+
+
+def register_topic(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    """§7.3, one group's share: an unknown broker stores nothing."""
+    if st.broker is None:
+        return
+    put_queue(st, e["topic"], {k: e[k] for k in ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")}, res)
+
+
+HANDLERS: dict[str, Handler] = {
+    ev.REGISTER_BROKER: register_broker,
+    ev.BROKER_HEARTBEAT: heartbeat,
+    ev.UNREGISTER_BROKER: unregister_broker,
+    ev.WIPE_WRITE_PERM_OF_BROKER: wipe_write_perm,
+    ev.ADD_WRITE_PERM_OF_BROKER: add_write_perm,
+    ev.DELETE_TOPIC_IN_NAMESRV: delete_topic,
+    ev.REGISTER_TOPIC_IN_NAMESRV: register_topic,
+}

@@ -1,0 +1,92 @@
+"""One consistent cut of the route tables, indexed for the read model (pure, no I/O).
+
+`build_snapshot` turns the rows of one cut (as `serving.snapshot_store` loads them from Delta,
+or as tests and the reference model produce them) into the lookups RocketMQ's reads need:
+topic -> QueueDatas, brokerName -> BrokerData, cluster -> brokerNames, the live table by
+address, filter servers, KV namespaces and the runtime switches.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+from routeinfo.topic_index import TopicIndex
+from schemas import events as ev
+from schemas import tables as t
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One consistent cut, indexed for lookups. Its route data never changes once built; only
+    the caches of answers derived from it (`route_bodies`, the TopicIndex's QueueDatas) fill
+    in on first use, and a racing fill computes the same value."""
+
+    snapshot_id: int | None
+    commit_time: int | None
+    versions: dict[str, int]
+    source_offsets: dict[str, int]
+    topics: Mapping[str, list[dict[str, Any]]]       # topic -> QueueDatas (sorted by brokerName): a TopicIndex
+    brokers: dict[str, dict[str, Any]]               # brokerName -> BrokerData
+    clusters: dict[str, list[str]]                   # clusterName -> brokerNames
+    live: list[dict[str, Any]]
+    filters: dict[tuple[str, str], list[str]]        # (cluster, addr) -> filter servers
+    kv: dict[str, dict[str, str]] = field(default_factory=dict)
+    switches: dict[str, bool] = field(default_factory=lambda: dict(ev.RUNTIME_SWITCHES))
+    live_by_addr: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (cluster, addr) -> live row
+    # Serialized GET_ROUTEINFO_BY_TOPIC answers, built on a topic's first lookup in this cut
+    # (RocketMQ's issue #10982 asks for the same): a hot topic costs one dict read after that.
+    route_bodies: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
+
+    @staticmethod
+    def empty() -> Snapshot:
+        return build_snapshot(None, {name: [] for name in (x.name for x in t.STATE_TABLES)})
+
+
+def build_snapshot(row: dict[str, Any] | None, tables: dict[str, Any]) -> Snapshot:
+    """Pure: index the rows of one cut (`tables`: table name -> rows; topic_queue may also be
+    an Arrow table, which is how a load hands over the big one) for the HTTP layer."""
+    queues = tables[t.TOPIC_QUEUE.name]
+    topics = TopicIndex(queues) if isinstance(queues, pa.Table) else TopicIndex.from_rows(queues)
+
+    brokers: dict[str, dict[str, Any]] = {}
+    for r in sorted(tables[t.BROKER_ADDR.name], key=lambda r: (r["brokerName"], r["brokerId"])):
+        bd = brokers.setdefault(r["brokerName"], {
+            "brokerAddrs": {}, "brokerName": r["brokerName"], "cluster": r["cluster"],
+            "enableActingMaster": r["enableActingMaster"]})
+        if r["zoneName"] is not None:
+            bd["zoneName"] = r["zoneName"]
+        bd["brokerAddrs"][str(r["brokerId"])] = r["brokerAddr"]
+
+    clusters: dict[str, list[str]] = {}
+    for r in tables[t.CLUSTER_ADDR.name]:
+        clusters.setdefault(r["clusterName"], []).append(r["brokerName"])
+    for names in clusters.values():
+        names.sort()
+
+    live = sorted(tables[t.BROKER_LIVE.name], key=lambda r: (r["clusterName"], r["brokerAddr"], r["brokerName"]))
+    filters = {(r["clusterName"], r["brokerAddr"]): list(r["filterServer"]) for r in tables[t.FILTER_SERVER.name]}
+    kv: dict[str, dict[str, str]] = {}
+    for r in tables[t.KV_CONFIG.name]:
+        ns = kv.setdefault(r["namespace"], {})
+        if r["key"] is not None:
+            ns[r["key"]] = r["value"]
+
+    switches = dict(ev.RUNTIME_SWITCHES)
+    for r in tables.get(t.NAMESRV_CONFIG.name, []):
+        if r["key"] in switches:
+            switches[r["key"]] = r["value"] == "true"
+    live_by_addr: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in live:
+        live_by_addr.setdefault((r["clusterName"], r["brokerAddr"]), r)
+
+    return Snapshot(
+        snapshot_id=None if row is None else row["snapshotId"],
+        commit_time=None if row is None else row["commitTime"],
+        versions={} if row is None else {x.name: row[t.version_column(x)] for x in t.CUT_TABLES},
+        source_offsets={} if row is None else json.loads(row["sourceOffsets"]),
+        topics=topics, brokers=brokers, clusters=dict(sorted(clusters.items())), live=live,
+        filters=filters, kv=kv, switches=switches, live_by_addr=live_by_addr)

@@ -1,0 +1,193 @@
+"""The route data one broker group (one brokerName) owns, and how it is stored.
+
+Every RocketMQ route table is keyed so that a broker group's rows never depend on another
+group's events; this is the group's slice of all five (§1), plus chunked registrations still
+being assembled. The streaming job keeps it in Spark's state store as two strings and
+materializes it as Delta rows (`table_rows`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas import tables as t
+from schemas.fields import MASTER_ID
+
+
+@dataclass
+class BrokerData:
+    cluster: str
+    addrs: dict[int, str] = field(default_factory=dict)
+    zone_name: str | None = None
+    enable_acting_master: bool = False
+
+
+@dataclass
+class LiveInfo:
+    broker_id: int | None
+    last_update: int
+    timeout_ms: int
+    data_version: dict[str, int]
+    ha_server_addr: str | None
+    materialized_update: int = -1  # the lastUpdateTimestamp broker_live holds for this entry
+    stale_since: int = -1          # when last_update first moved past materialized_update
+
+
+@dataclass
+class PendingRegistration:
+    """A chunked registration being assembled (one per registering address): nothing of it
+    is visible until every chunk has arrived, then it applies as one REGISTER_BROKER."""
+
+    count: int
+    header: dict[str, Any]                     # the event minus topicConfigTable and chunk
+    chunks: dict[int, dict[str, Any]]          # chunk index -> its slice of topicConfigTable
+    last_time: int                             # event time of the newest chunk (abandon deadline)
+
+
+class GroupState:
+    """All route data owned by one brokerName.
+
+    Persisted as two strings: a small core (broker, clusters, live, filters, pending chunks)
+    and the topic table. Heartbeats and unchanged re-registrations only decode the core; the
+    topic table is parsed on first access (`topics`) and re-encoded only if it was touched.
+    """
+
+    def __init__(self, broker_name: str, clusters: set[str] | None = None, broker: BrokerData | None = None,
+                 topics: dict[str, dict[str, int]] | None = None,
+                 live: dict[tuple[str, str], LiveInfo] | None = None,
+                 filters: dict[tuple[str, str], list[str]] | None = None,
+                 pending: dict[tuple[str, str], PendingRegistration] | None = None,
+                 *, topics_json: str | None = None, topic_keys: str | None = None) -> None:
+        self.broker_name = broker_name
+        self.clusters = clusters if clusters is not None else set()
+        self.broker = broker
+        self.live = live if live is not None else {}
+        self.filters = filters if filters is not None else {}
+        self.pending = pending if pending is not None else {}
+        # The topic table is either decoded (_topics) or still the stored JSON (_topics_json).
+        self._topics: dict[str, dict[str, int]] = topics if topics is not None else {}
+        self._topics_json = topics_json if topics is None else None
+        self._topic_keys = topic_keys  # digest of the topic names, valid while _topics_json is set
+
+    @property
+    def topics(self) -> dict[str, dict[str, int]]:
+        if self._topics_json is not None:
+            self._topics = json.loads(self._topics_json)
+            self._topics_json = None
+        return self._topics
+
+    def has_topics(self) -> bool:
+        return self._topics_json != "{}" if self._topics_json is not None else bool(self._topics)
+
+    def topic_keys_digest(self) -> str:
+        """A digest of the topic names, without decoding the topic table when it is not loaded."""
+        if self._topics_json is not None and self._topic_keys is not None:
+            return self._topic_keys
+        return topic_keys_digest(self.topics)
+
+    def is_empty(self) -> bool:
+        return not (self.clusters or self.broker or self.has_topics() or self.live or self.filters or self.pending)
+
+    def master(self) -> str | None:
+        """The address registered as broker id 0, if any."""
+        return None if self.broker is None else self.broker.addrs.get(MASTER_ID)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GroupState) and self.to_json() == other.to_json()
+
+    def __repr__(self) -> str:
+        return f"GroupState({self.to_json()})"
+
+    # -- persistence (flat strings: nested state schemas break applyInPandasWithState)
+    def to_parts(self) -> tuple[str, str]:
+        """(core JSON, topic table JSON); an untouched topic table is returned as it was read."""
+        topics = self._topics_json if self._topics_json is not None else json.dumps(
+            self._topics, separators=(",", ":"), sort_keys=True)
+        core = {
+            "brokerName": self.broker_name,
+            "clusters": sorted(self.clusters),
+            "broker": None if self.broker is None else {
+                "cluster": self.broker.cluster,
+                "addrs": {str(k): v for k, v in sorted(self.broker.addrs.items())},
+                "zoneName": self.broker.zone_name,
+                "enableActingMaster": self.broker.enable_acting_master,
+            },
+            "topicKeys": self.topic_keys_digest(),
+            "live": [[c, a, li.broker_id, li.last_update, li.timeout_ms, li.data_version, li.ha_server_addr,
+                      li.materialized_update, li.stale_since] for (c, a), li in sorted(self.live.items())],
+            "filters": [[c, a, lst] for (c, a), lst in sorted(self.filters.items())],
+            "pending": [[c, a, p.count, p.header, [[i, p.chunks[i]] for i in sorted(p.chunks)], p.last_time]
+                        for (c, a), p in sorted(self.pending.items())],
+        }
+        return json.dumps(core, separators=(",", ":"), sort_keys=True), topics
+
+    @staticmethod
+    def from_parts(core_json: str, topics_json: str) -> GroupState:
+        raw = json.loads(core_json)
+        b = raw["broker"]
+        return GroupState(
+            broker_name=raw["brokerName"],
+            clusters=set(raw["clusters"]),
+            broker=None if b is None else BrokerData(
+                b["cluster"], {int(k): v for k, v in b["addrs"].items()}, b["zoneName"], b["enableActingMaster"]),
+            live={(c, a): LiveInfo(*rest) for c, a, *rest in raw["live"]},
+            filters={(c, a): lst for c, a, lst in raw["filters"]},
+            pending={(c, a): PendingRegistration(n, header, {int(i): tbl for i, tbl in chunks}, last)
+                     for c, a, n, header, chunks, last in raw.get("pending", [])},
+            topics_json=topics_json, topic_keys=raw.get("topicKeys"),
+        )
+
+    def to_json(self) -> str:
+        """One string (tests and debugging); the pipeline stores `to_parts`."""
+        core, topics = self.to_parts()
+        return json.dumps([json.loads(core), json.loads(topics)], separators=(",", ":"), sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> GroupState:
+        core, topics = json.loads(text)
+        return GroupState.from_parts(json.dumps(core), json.dumps(topics))
+
+
+
+def topic_keys_digest(table: dict[str, Any]) -> str:
+    """Order-independent digest of a topic table's names (re-registrations compare it)."""
+    h = hashlib.blake2b(digest_size=16)
+    for name in sorted(table):
+        h.update(name.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def table_rows(state: GroupState | None, table: str) -> list[dict[str, Any]]:
+    """The rows of `table` owned by this group, in a deterministic order."""
+    if state is None:
+        return []
+    name = state.broker_name
+    if table == t.TOPIC_QUEUE.name:
+        return [{"topic": topic, "brokerName": name, **qd} for topic, qd in sorted(state.topics.items())]
+    if table == t.BROKER_ADDR.name:
+        b = state.broker
+        if b is None:
+            return []
+        return [{"brokerName": name, "cluster": b.cluster, "brokerId": bid, "brokerAddr": addr,
+                 "zoneName": b.zone_name, "enableActingMaster": b.enable_acting_master}
+                for bid, addr in sorted(b.addrs.items())]
+    if table == t.CLUSTER_ADDR.name:
+        return [{"clusterName": c, "brokerName": name} for c in sorted(state.clusters)]
+    if table == t.BROKER_LIVE.name:
+        return [{"clusterName": c, "brokerAddr": a, "brokerName": name, "brokerId": li.broker_id,
+                 "lastUpdateTimestamp": li.materialized_update, "heartbeatTimeoutMillis": li.timeout_ms,
+                 "dataVersion": dump_data_version(li.data_version), "haServerAddr": li.ha_server_addr}
+                for (c, a), li in sorted(state.live.items())]
+    if table == t.FILTER_SERVER.name:
+        return [{"clusterName": c, "brokerAddr": a, "brokerName": name, "filterServer": list(lst)}
+                for (c, a), lst in sorted(state.filters.items())]
+    raise KeyError(table)
+
+
+def dump_data_version(dv: dict[str, int]) -> str:
+    return json.dumps({"counter": dv["counter"], "stateVersion": dv["stateVersion"],
+                       "timestamp": dv["timestamp"]}, separators=(",", ":"))

@@ -1,0 +1,160 @@
+"""Field rules shared by every way into the system: RocketMQ's constants and name rules, and
+the checks that turn a raw value into a valid one or an `InvalidInput` with a readable reason.
+
+The event parser (`schemas.events`), the HTTP handlers and the coming remoting front all
+validate through these functions, so a rule holds on every path.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+# RocketMQ constants (PermName, TopicConfig defaults, MixAll.MASTER_ID)
+PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1  # §9.1
+DEFAULT_QUEUE_NUMS = 16
+DEFAULT_PERM = PERM_READ | PERM_WRITE
+MASTER_ID = 0
+
+TOPIC_MAX_LENGTH = 127
+RETRY_DLQ_MAX_LENGTH = 255
+NAME_MAX_LENGTH = 127
+MAX_QUEUE_NUMS = 65535
+MAX_BROKER_ID = 2**31 - 1
+MAX_TIMEOUT_MS = 24 * 3600 * 1000
+# A registration larger than one Kafka message is split into chunks (`events.chunk_registration`);
+# 10,000 chunks of 1 MiB is far beyond any broker (100,000 topics take about 12).
+MAX_CHUNKS = 10_000
+
+# TopicConfig as brokers serialize it; topicFilterType and attributes are accepted and ignored.
+TOPIC_CONFIG_FIELDS = frozenset({"topicName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag", "order",
+                                 "topicFilterType", "attributes"})
+
+_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_NAME_RE = re.compile(r"^[a-zA-Z0-9_.:%|-]+$")
+_HOST_RE = re.compile(r"^[a-zA-Z0-9_.-]+$")
+KV_TEXT_MAX = 64 * 1024
+
+
+class InvalidInput(ValueError):
+    """Input breaks the contract: an event (str(exc) is its dead-letter reason) or an HTTP
+    parameter (str(exc) is the 400 answer's remark)."""
+
+
+# ---------------------------------------------------------------- field checks
+
+def validate_topic(topic: Any, field: str = "topic") -> str:
+    """RocketMQ's TopicValidator rules (§9.4); the NameServer itself skips them, we do not."""
+    if not isinstance(topic, str) or not topic.strip():
+        raise InvalidInput(f"{field} must be a non-blank string")
+    limit = RETRY_DLQ_MAX_LENGTH if topic.startswith(("%RETRY%", "%DLQ%")) else TOPIC_MAX_LENGTH
+    if len(topic) > limit:
+        raise InvalidInput(f"{field} '{topic[:40]}...' is longer than {limit} characters")
+    if not _TOPIC_RE.fullmatch(topic):
+        raise InvalidInput(f"{field} '{topic}' contains characters outside [%|a-zA-Z0-9_-]")
+    return topic
+
+
+def validate_name(value: Any, field: str) -> str:
+    """Cluster, broker and KV names: printable identifiers, so they are safe in paths and predicates."""
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(f"{field} must be a non-empty string")
+    if len(value) > NAME_MAX_LENGTH:
+        raise InvalidInput(f"{field} is longer than {NAME_MAX_LENGTH} characters")
+    if not _NAME_RE.fullmatch(value):
+        raise InvalidInput(f"{field} '{value}' contains characters outside [a-zA-Z0-9_.:%|-]")
+    return value
+
+
+def validate_addr(value: Any, field: str) -> str:
+    """A `host:port` address, as brokers announce themselves."""
+    if not isinstance(value, str) or ":" not in value:
+        raise InvalidInput(f"{field} must be a 'host:port' string")
+    host, _, port = value.rpartition(":")
+    if not host or not _HOST_RE.fullmatch(host) or len(value) > 255:
+        raise InvalidInput(f"{field} '{value}' has an invalid host")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidInput(f"{field} '{value}' has an invalid port")
+    return value
+
+
+def int_in_range(value: Any, field: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{field} must be an integer")
+    if not lo <= value <= hi:
+        raise InvalidInput(f"{field}={value} is outside {lo}..{hi}")
+    return value
+
+
+def required(obj: Mapping[str, Any], field: str) -> Any:
+    if obj.get(field) is None:
+        raise InvalidInput(f"missing required field '{field}'")
+    return obj[field]
+
+
+def data_version(raw: Any, field: str = "dataVersion") -> dict[str, int]:
+    if raw is None:
+        return {"timestamp": 0, "counter": 0, "stateVersion": 0}
+    if not isinstance(raw, dict):
+        raise InvalidInput(f"{field} must be an object")
+    out = {}
+    for key in ("timestamp", "counter", "stateVersion"):
+        value = raw.get(key, 0)
+        out[key] = int_in_range(0 if value is None else value, f"{field}.{key}", 0, 2**63 - 1)
+    return out
+
+
+def queue_fields(raw: Mapping[str, Any], where: str) -> dict[str, int]:
+    """readQueueNums, writeQueueNums, perm, topicSysFlag with TopicConfig defaults, validated."""
+    def get(name: str, default: int) -> Any:
+        value = raw.get(name)
+        return default if value is None else value
+    return {
+        "readQueueNums": int_in_range(get("readQueueNums", DEFAULT_QUEUE_NUMS), f"{where}.readQueueNums", 0, MAX_QUEUE_NUMS),
+        "writeQueueNums": int_in_range(get("writeQueueNums", DEFAULT_QUEUE_NUMS), f"{where}.writeQueueNums", 0, MAX_QUEUE_NUMS),
+        "perm": int_in_range(get("perm", DEFAULT_PERM), f"{where}.perm", 0, 7),
+        "topicSysFlag": int_in_range(get("topicSysFlag", 0), f"{where}.topicSysFlag", 0, 2**31 - 1),
+    }
+
+
+def topic_config_table(raw: Any) -> dict[str, dict[str, Any]]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise InvalidInput("topicConfigTable must be an object keyed by topic")
+    table: dict[str, dict[str, Any]] = {}
+    for topic, cfg in raw.items():
+        validate_topic(topic, "topicConfigTable key")
+        if not isinstance(cfg, dict):
+            raise InvalidInput(f"topicConfigTable['{topic}'] must be an object")
+        extra = sorted(set(cfg) - TOPIC_CONFIG_FIELDS)
+        if extra:
+            raise InvalidInput(f"topicConfigTable['{topic}'] has unknown field(s) {', '.join(extra)}")
+        name = cfg.get("topicName", topic)
+        if name != topic:
+            raise InvalidInput(f"topicConfigTable['{topic}'].topicName is '{name}', not its key")
+        entry = queue_fields(cfg, f"topicConfigTable['{topic}']")
+        order = cfg.get("order", False)
+        if not isinstance(order, bool):
+            raise InvalidInput(f"topicConfigTable['{topic}'].order must be a boolean")
+        entry["order"] = order
+        table[topic] = entry
+    return table
+
+
+def chunk(raw: Any) -> tuple[int, int] | None:
+    """{"index": i, "count": n} of a chunked registration, as (i, n); absent = not chunked."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != {"index", "count"}:
+        raise InvalidInput("chunk must be an object with exactly the fields index and count")
+    count = int_in_range(raw["count"], "chunk.count", 1, MAX_CHUNKS)
+    return int_in_range(raw["index"], "chunk.index", 0, count - 1), count
+
+
+def addr_list(raw: Any, field: str) -> list[str] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise InvalidInput(f"{field} must be a list of addresses")
+    return [validate_addr(a, f"{field}[{i}]") for i, a in enumerate(raw)]
