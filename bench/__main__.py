@@ -9,7 +9,6 @@ a warehouse written by the real sink; the state step's cost across a scale sweep
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import sys
@@ -20,6 +19,7 @@ from typing import Any
 from bench import load, probes, pure
 from bench.system import System, cpu_seconds, machine
 from conf import load_config
+from conf.version import argument_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -250,7 +250,7 @@ def memory_benchmark(rep: Report, quick: bool) -> None:
     """RSS over all processes with many groups registered and heartbeating, once per state store
     provider (the default decides the target row; the other is the comparison behind it)."""
     groups, topics = (2000, 100) if quick else (10_000, 100)
-    results = {}
+    results: dict[str, dict[str, Any]] = {}
     for store in ("hdfs", "rocksdb"):
         with System(NAMESRV_STATE_STORE=store) as s:
             t0 = time.monotonic()
@@ -289,7 +289,7 @@ def memory_benchmark(rep: Report, quick: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(prog="./run.sh bench", description=__doc__.split("\n\n")[0])
+    ap = argument_parser("./run.sh bench", __doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes and shorter runs (under 10 minutes)")
     ap.add_argument("--only", choices=PARTS, action="append",
                     help="run only these parts (repeatable); their rows replace those of the last run in BENCHMARKS.md")

@@ -63,7 +63,7 @@ class Etcd:
         self.dir = Path(tempfile.mkdtemp(prefix="bench-etcd-"))
         self.port, peer = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(self.dir / "etcd.log", "wb")
+        self.log = open(self.dir / "etcd.log", "wb")  # noqa: SIM115  (etcd writes to it until close())
         self.proc = subprocess.Popen([
             require("etcd", "etcd-server"), "--name", "bench", "--data-dir", str(self.dir / "data"),
             "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
@@ -86,7 +86,8 @@ class Etcd:
     def call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         r = self.http.post(self.url + path, data=json.dumps(body), timeout=10)
         r.raise_for_status()
-        return r.json()
+        answer: dict[str, Any] = r.json()
+        return answer
 
     def put(self, key: str, value: str, lease: str | None = None) -> None:
         body = {"key": _b64(key), "value": _b64(value)}
@@ -98,7 +99,7 @@ class Etcd:
         return int(self.call("/v3/kv/range", {"key": _b64(key)}).get("count", 0)) > 0
 
     def grant(self, ttl_s: int) -> str:
-        return self.call("/v3/lease/grant", {"TTL": ttl_s})["ID"]
+        return str(self.call("/v3/lease/grant", {"TTL": ttl_s})["ID"])
 
     def keepalive(self, lease: str) -> None:
         subprocess.run([require("etcdctl", "etcd-client"), f"--endpoints={self.url}", "lease", "keep-alive", "--once",

@@ -8,7 +8,6 @@ import time
 from typing import Any
 
 from bench.system import System, cpu_seconds
-from schemas.progress import read_progress
 from schemas import events as ev
 
 CLUSTER = "BenchCluster"
@@ -52,7 +51,7 @@ class Fleet:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> "Fleet":
+    def start(self) -> Fleet:
         self._thread.start()
         return self
 

@@ -35,7 +35,8 @@ def step_costs(groups: int, topics: int, *, sample: int = 200) -> dict[str, Any]
     stored form each time, as Spark hands it over). Measured on `sample` groups, scaled."""
     now = 1_700_000_000_000
     n = min(groups, sample)
-    states, reg_s = [], 0.0
+    states: list[Any] = []
+    reg_s = 0.0
     for g in range(n):
         recs = _records([registration(g, topics)], now)
         t0 = time.process_time()
@@ -50,7 +51,8 @@ def step_costs(groups: int, topics: int, *, sample: int = 200) -> dict[str, Any]
         hb_s += time.process_time() - t0
     return {"groups": groups, "topics": topics, "register_ms_per_group": 1000 * reg_s / n,
             "heartbeat_ms_per_group": 1000 * hb_s / n,
-            "heartbeat_round_s": hb_s / n * groups, "state_bytes": sum(len(s[0]) + len(s[1]) for s in states) // n}
+            "heartbeat_round_s": hb_s / n * groups,
+            "state_bytes": sum(len(s[0]) + len(s[1] or "") for s in states if s is not None) // n}
 
 
 def write_warehouse(root: Path, groups: int, topics: int) -> Path:

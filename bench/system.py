@@ -17,9 +17,9 @@ import requests
 
 from conf import Config, load_config
 from eventlog.publisher import EventPublisher
-from schemas.progress import read_progress
 from ops.net import free_port
 from ops.procs import processes, tree
+from schemas.progress import read_progress
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB_ROLES = ("job", "job-jvm", "py-worker")
@@ -53,23 +53,19 @@ class System:
         self.sent = 0
         self.http = requests.Session()
 
-    def __enter__(self) -> "System":
+    def __enter__(self) -> System:
         log = open(self.data / "launcher.log", "wb")
         self.launcher = subprocess.Popen([sys.executable, "-m", "ops.launcher"], cwd=ROOT, env=self.env,
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 180
-        while read_progress(self.cfg.warehouse) is None:  # the job has run a batch
-            if time.monotonic() > deadline or self.launcher.poll() is not None:
-                raise RuntimeError(f"the system did not start; see {self.data / 'launcher.log'}")
-            time.sleep(0.5)
-        while True:
+        while True:  # ready: a cut is served and the job has committed a batch since it started
             try:
-                if self.http.get(self.url + "/healthz", timeout=2).status_code == 200:
+                if self.http.get(self.url + "/readyz", timeout=2).status_code == 200:
                     break
             except requests.RequestException:
                 pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the HTTP server did not answer")
+            if time.monotonic() > deadline or self.launcher.poll() is not None:
+                raise RuntimeError(f"the system did not become ready; see {self.data / 'launcher.log'}")
             time.sleep(0.3)
         self.pub = EventPublisher(self.cfg.bootstrap, self.cfg.kafka_topic,
                                   max_message_bytes=self.cfg.max_message_bytes)
@@ -89,6 +85,7 @@ class System:
 
     # -- I/O
     def publish(self, events: list[dict[str, Any]]) -> list[tuple[int, int]]:
+        assert self.pub is not None, "publish inside `with System(...)`"
         coords = self.pub.publish(events)
         self.sent += len(coords)
         return coords
@@ -112,12 +109,16 @@ class System:
         return time.monotonic() - started
 
     # -- instruments
+    def _root(self) -> int:
+        assert self.launcher is not None, "measure inside `with System(...)`"
+        return self.launcher.pid
+
     def job_pids(self) -> list[int]:
-        return [p.pid for p in tree(self.launcher.pid) if p.role in JOB_ROLES]
+        return [p.pid for p in tree(self._root()) if p.role in JOB_ROLES]
 
     def rss_mib(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        for p in tree(self.launcher.pid):
+        for p in tree(self._root()):
             out[p.role] = out.get(p.role, 0.0) + p.rss_kib / 1024
         return out
 

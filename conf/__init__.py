@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 # Producer requests (32 MiB) and source fetches (64 MiB) are sized above every accepted record,
 # so an oversize record still arrives and is dead-lettered with its reason, never lost.
@@ -167,7 +168,7 @@ def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
         return value
     if meta["choices"] is not None and raw not in meta["choices"]:
         raise ConfigError(f"{var}={raw!r} must be one of {', '.join(meta['choices'])}")
-    return type(default)(raw)
+    return Path(raw) if isinstance(default, Path) else raw
 
 
 def _shown(f: dataclasses.Field[Any]) -> str:

@@ -31,5 +31,5 @@ def true_end(consumer: Any, tp: Any, reported: int) -> int:
     for _ in range(3):
         batch = consumer.poll(timeout_ms=200).get(tp, [])
         if batch:
-            return max(reported, batch[-1].offset + 1)
+            return max(reported, int(batch[-1].offset) + 1)
     return reported

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from schemas.events import REGISTER_BROKER, TYPE_HEADER, chunk_registration, encode
 

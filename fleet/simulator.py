@@ -9,7 +9,6 @@ S seconds and a full re-registration every 30 s, as RocketMQ brokers do. Bounded
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 import threading
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conf import Config, load_config
+from conf.version import argument_parser
 from eventlog.publisher import EventPublisher
 from schemas import events as ev
 
@@ -86,7 +86,7 @@ def run(cfg: Config, *, brokers: int, topics: int, slaves: int, period_s: float,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="./run.sh simulate", description=__doc__.split("\n\n")[0])
+    p = argument_parser("./run.sh simulate", __doc__.split("\n\n")[0])
     p.add_argument("--brokers", type=int, default=2, help="broker groups (default 2)")
     p.add_argument("--topics", type=int, default=3, help="topics per broker (default 3)")
     p.add_argument("--slaves", type=int, default=1, help="slaves per group (default 1)")

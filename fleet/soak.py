@@ -9,7 +9,6 @@ figure does not stay flat. Bounded: it stops after N minutes.
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import signal
@@ -21,14 +20,15 @@ from pathlib import Path
 
 import requests
 
-from conf import load_config
+from conf import Config, load_config
+from conf.version import argument_parser
 from eventlog.publisher import EventPublisher
+from ops.net import free_port
+from ops.procs import tree
 from schemas import events as ev
 from schemas import tables as t
 from schemas.progress import read_progress
 from serving.snapshot_store import SnapshotReader
-from ops.net import free_port
-from ops.procs import tree
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,8 +44,8 @@ def rss_mb(root_pid: int) -> dict[str, float]:
 class Fleet:
     """Brokers heartbeat every `period` s; each minute some die, some join, some switch masters."""
 
-    def __init__(self, bootstrap: str, topic: str, brokers: int, period: float, seed: int = 1) -> None:
-        self.pub = EventPublisher(bootstrap, topic)
+    def __init__(self, cfg: Config, brokers: int, period: float, seed: int = 1) -> None:
+        self.pub = EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes)
         self.period, self.rnd = period, random.Random(seed)
         self.alive: dict[int, int] = {}  # group -> master id (0 or 1 after a switch)
         self.next_group = 0
@@ -90,7 +90,7 @@ class Fleet:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="./run.sh soak", description=__doc__.split("\n\n")[0])
+    ap = argument_parser("./run.sh soak", __doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=10)
     ap.add_argument("--brokers", type=int, default=1000)
     ap.add_argument("--period", type=float, default=5.0, help="heartbeat period, accelerated (s)")
@@ -126,7 +126,7 @@ def soak(args) -> bool:
                     break
             except requests.RequestException:
                 time.sleep(1)
-        fleet = Fleet(cfg.bootstrap, cfg.kafka_topic, args.brokers, args.period)
+        fleet = Fleet(cfg, args.brokers, args.period)
         print(f"soak: {args.brokers} brokers, heartbeat every {args.period} s, churn each minute, "
               f"{args.minutes} min; data in {data}", flush=True)
         print(f"{'min':>5} {'sent':>8} {'lag':>7} {'open ms':>8} {'snapshots':>9} {'live':>6}  RSS MiB by process",

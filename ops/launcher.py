@@ -15,12 +15,14 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from conf import Config, load_config
 from conf.logs import setup_logging
 from conf.tokens import admin_token
+from conf.version import argument_parser
 from eventlog.topics import ensure_topic
 from ops import embedded_kafka
 from ops.net import port_is_free, wait_for_port
@@ -42,18 +44,37 @@ class Child:
     argv: list[str]
     log_path: Path
     stop_timeout_s: float = 30.0
-    proc: subprocess.Popen | None = None
+    port: tuple[str, int, str] | None = None  # (host, port, hint) that must be free before the start
+    banner: str = ""
+    proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     next_start: float = 0.0
     started_at: float = field(default=0.0)
 
     def start(self) -> None:
-        out = open(self.log_path, "ab")
-        # Own process group: the job's JVM is its child, and must go when the job goes.
-        self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     preexec_fn=_die_with_parent, start_new_session=True)
-        out.close()
+        with open(self.log_path, "ab") as out:  # the child keeps its own copy of the descriptor
+            # Own process group: the job's JVM is its child, and must go when the job goes.
+            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         preexec_fn=_die_with_parent, start_new_session=True)
         self.started_at = time.monotonic()
+
+    def supervise(self) -> None:
+        """Restart the child if it exited: exponential backoff (1 s doubling to 30 s), reset
+        once it had stayed up for a minute."""
+        code = self.proc.poll() if self.proc else None
+        if self.proc is not None and code is not None:
+            delay = min(30.0, 2.0 ** min(self.restarts, 5))
+            if time.monotonic() - self.started_at > 60:
+                self.restarts, delay = 0, 1.0
+            log.warning("%s exited with code %s; restarting in %.0f s (see %s)", self.name, code, delay,
+                        self.log_path)
+            self.reap()
+            self.proc = None
+            self.restarts += 1
+            self.next_start = time.monotonic() + delay
+        if self.proc is None and time.monotonic() >= self.next_start:
+            self.start()
+            log.info("%s restarted (restart #%d)", self.name, self.restarts)
 
     def reap(self) -> None:
         """Kill whatever is left of the child's process group (e.g. the JVM of a crashed job)."""
@@ -80,13 +101,34 @@ def children(cfg: Config) -> list[Child]:
     logs = cfg.log_dir
     out = []
     if cfg.uses_embedded_kafka:
-        out.append(Child("kafka", embedded_kafka.tansu_command(cfg.kafka_embedded_port), logs / "kafka.log", 10))
-    out.append(Child("job", [sys.executable, "-m", "pipelines.job"], logs / "job.log", 60))
-    out.append(Child("http", [sys.executable, "-m", "serving"], logs / "http.log", 10))
+        out.append(Child("kafka", embedded_kafka.tansu_command(cfg.kafka_embedded_port), logs / "kafka.log", 10,
+                         port=("127.0.0.1", cfg.kafka_embedded_port, "is another ./run.sh running? "
+                               "(or set NAMESRV_KAFKA_EMBEDDED_PORT)"),
+                         banner=f"embedded Tansu on {cfg.bootstrap}, topic {cfg.kafka_topic} (memory storage)"))
+    out.append(Child("job", [sys.executable, "-m", "pipelines.job"], logs / "job.log", 60,
+                     banner=f"Spark {cfg.spark_master}, warehouse {cfg.warehouse}"))
+    out.append(Child("http", [sys.executable, "-m", "serving"], logs / "http.log", 10,
+                     port=(cfg.http_host, cfg.http_port, "(set NAMESRV_HTTP_PORT)"),
+                     banner=f"{http_url(cfg)}  (try /topics/TopicTest/route, /cluster, /readyz)"))
     return out
 
 
-def main() -> int:
+def http_url(cfg: Config) -> str:
+    return f"http://{cfg.http_host}:{cfg.http_port}"
+
+
+def is_ready(cfg: Config) -> bool:
+    """The HTTP server's /readyz answers 200 (it serves a cut and the job has committed a batch)."""
+    try:
+        with urllib.request.urlopen(http_url(cfg) + "/readyz", timeout=1) as answer:
+            return bool(answer.status == 200)
+    except (OSError, ValueError):  # not listening yet, or 503 (HTTPError is an OSError)
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    argument_parser("namesrv", "Start and supervise the embedded Kafka broker, the streaming job and the "
+                    "HTTP server (what ./run.sh runs).").parse_args(argv)
     cfg = load_config()
     cfg.log_dir.mkdir(parents=True, exist_ok=True)
     setup_logging(cfg.log_dir / "launcher.log")
@@ -98,44 +140,27 @@ def main() -> int:
         log.info("admin    bearer token for writes is in %s (or set NAMESRV_ADMIN_TOKEN)", cfg.admin_token_file)
     kids = children(cfg)
     for kid in kids:
-        if kid.name == "kafka" and not port_is_free(cfg.kafka_embedded_port):
-            log.error("port 127.0.0.1:%d is taken: is another ./run.sh running? (or set NAMESRV_KAFKA_EMBEDDED_PORT)",
-                      cfg.kafka_embedded_port)
+        if kid.port is not None and not port_is_free(kid.port[1], kid.port[0]):
+            log.error("port %s:%d is taken %s", *kid.port)
             return 1
-        if kid.name == "http" and not port_is_free(cfg.http_port, cfg.http_host):
-            log.error("port %s:%d is taken (set NAMESRV_HTTP_PORT)", cfg.http_host, cfg.http_port)
-            _stop_all(kids)
-            return 1
+    launched = time.monotonic()
+    for kid in kids:
         kid.start()
-        if kid.name == "kafka":
+        if kid.name == "kafka":  # the job and the server need the broker and the topic
             wait_for_port(cfg.kafka_embedded_port)
             ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions)
-            log.info("kafka    embedded Tansu on %s, topic %s (memory storage; log %s)",
-                     cfg.bootstrap, cfg.kafka_topic, kid.log_path)
-        elif kid.name == "job":
-            log.info("job      Spark %s, warehouse %s (log %s)", cfg.spark_master, cfg.warehouse, kid.log_path)
-        else:
-            log.info("http     http://%s:%d  (try /topics/TopicTest/route, /cluster, /healthz; log %s)",
-                     cfg.http_host, cfg.http_port, kid.log_path)
+        log.info("%-8s %s (log %s)", kid.name, kid.banner, kid.log_path)
     if not cfg.uses_embedded_kafka:
         log.info("kafka    external broker %s, topic %s", cfg.bootstrap, cfg.kafka_topic)
-    log.info("running; publish broker events with './run.sh simulate', stop with Ctrl-C")
 
+    ready = False
     while not stopping.wait(0.5):
         for kid in kids:
-            code = kid.proc.poll() if kid.proc else None
-            if kid.proc is not None and code is not None:
-                delay = min(30.0, 2.0 ** min(kid.restarts, 5))
-                if time.monotonic() - kid.started_at > 60:
-                    kid.restarts, delay = 0, 1.0
-                log.warning("%s exited with code %s; restarting in %.0f s (see %s)", kid.name, code, delay, kid.log_path)
-                kid.reap()
-                kid.proc = None
-                kid.restarts += 1
-                kid.next_start = time.monotonic() + delay
-            if kid.proc is None and time.monotonic() >= kid.next_start:
-                kid.start()
-                log.info("%s restarted (restart #%d)", kid.name, kid.restarts)
+            kid.supervise()
+        if not ready and is_ready(cfg):
+            ready = True
+            log.info("ready in %.1f s: %s serves routes; publish broker events with './run.sh simulate', "
+                     "stop with Ctrl-C", time.monotonic() - launched, http_url(cfg))
     log.info("stopping")
     _stop_all(kids)
     log.info("stopped")

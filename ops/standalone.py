@@ -50,7 +50,7 @@ class StandaloneCluster:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(timeout=5)
 
-    def __enter__(self) -> "StandaloneCluster":
+    def __enter__(self) -> StandaloneCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:

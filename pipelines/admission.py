@@ -23,8 +23,8 @@ callables and are asked for only when the cheaper conditions did not decide alre
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 TICK = "tick"  # the virtual offset key (not a Kafka partition)
 

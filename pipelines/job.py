@@ -15,6 +15,7 @@ from pathlib import Path
 
 from conf import STATE_STORES, Config, load_config
 from conf.logs import setup_logging
+from conf.version import argument_parser
 from eventlog.topics import ensure_topic
 from pipelines import kafka_source
 from pipelines.faults import KillAtRandom
@@ -97,7 +98,7 @@ def _quiet_accumulator_server() -> None:
         original(self, request, client_address)
 
     handle_error._namesrv_quiet = True  # type: ignore[attr-defined]
-    acc.AccumulatorTCPServer.handle_error = handle_error
+    acc.AccumulatorTCPServer.handle_error = handle_error  # type: ignore[method-assign]
 
 
 def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None):
@@ -108,6 +109,7 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None)
     sink = DeltaSink(cfg.warehouse, cfg.checkpoint_dir, retention_ms=cfg.history_retention_ms,
                      maintenance_interval_ms=cfg.maintenance_interval_ms, **({"fault": fault} if fault else {}))
     sink.ensure_tables()
+    sink.announce_start()
     step = make_step(StepConfig.from_config(cfg))
     raw = (spark.readStream.format(kafka_source.SOURCE_NAME)
            .option("bootstrap", cfg.bootstrap).option("topic", cfg.kafka_topic)
@@ -125,7 +127,9 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None)
             .start())
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argument_parser("namesrv-job", "The streaming job: Kafka events -> RocketMQ's route rules -> Delta tables."
+                    ).parse_args(argv)
     cfg = load_config()
     setup_logging()
     ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions)

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
@@ -78,7 +79,7 @@ class KafkaEventSource(DataSource):
     def schema(self) -> str:
         return RAW_SCHEMA
 
-    def streamReader(self, schema) -> "KafkaStreamReader":
+    def streamReader(self, schema) -> KafkaStreamReader:
         return KafkaStreamReader(dict(self.options))
 
 
@@ -243,7 +244,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     def _beginning(self, partition: int) -> int:
         from kafka import TopicPartition
         tp = TopicPartition(self.topic, partition)
-        return self._client().beginning_offsets([tp])[tp]
+        return int(self._client().beginning_offsets([tp])[tp])
 
     def commit(self, end: dict) -> None:
         pass
@@ -254,7 +255,8 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._consumer = None
 
     # -- executor side
-    def read(self, partition: KafkaRange) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, KafkaRange)
         from kafka import TopicPartition
         from kafka.errors import KafkaError
         tp = TopicPartition(self.topic, partition.partition)

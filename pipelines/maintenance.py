@@ -65,7 +65,7 @@ class MaintenanceSchedule:
         self.last = clock()
 
     def due(self) -> bool:
-        return self.clock() - self.last >= self.interval_s
+        return bool(self.clock() - self.last >= self.interval_s)
 
     def done(self) -> None:
         self.last = self.clock()

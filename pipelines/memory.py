@@ -29,7 +29,7 @@ def release_memory() -> None:
     if _libc is None:
         name = ctypes.util.find_library("c")
         _libc = ctypes.CDLL(name) if name else False
-    if _libc and hasattr(_libc, "malloc_trim"):
+    if isinstance(_libc, ctypes.CDLL) and hasattr(_libc, "malloc_trim"):
         _libc.malloc_trim(0)
 
 

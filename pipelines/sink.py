@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Literal
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
@@ -24,7 +25,7 @@ from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
 from pipelines.memory import release_memory
 from schemas import tables as t
-from schemas.progress import write_progress
+from schemas.progress import write_job_start, write_progress
 
 APP_ID = "namesrv-sink"
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class DeltaSink:
         self.schedule = None if maintenance_interval_ms is None else MaintenanceSchedule(maintenance_interval_ms)
         self._handles: dict[str, DeltaTable] = {}
         self._latest_snapshot: int | None = None
+        self.started_ms = int(time.time() * 1000)  # this job instance's start, in every progress record
         self._force_snapshot = False  # after maintenance: re-point the newest cut at compacted versions
         # group -> its next Spark timeout, as the step last reported it; the minimum is published
         # in _progress.json so the source can schedule a batch for it. Lost on restart (the
@@ -96,6 +98,10 @@ class DeltaSink:
 
     def path(self, table: t.TableDef) -> str:
         return str(self.warehouse / table.name)
+
+    def announce_start(self) -> None:
+        """Record this job instance's start for readers (`_job.json`; see schemas.progress)."""
+        write_job_start(self.warehouse, self.started_ms)
 
     def ensure_tables(self) -> None:
         """Create every table that is missing (version 0, empty) and open the handles."""
@@ -107,6 +113,9 @@ class DeltaSink:
         self._handles = {table.name: DeltaTable(self.path(table)) for table in t.ALL_TABLES}
         ids = self._handles[t.SNAPSHOTS.name].to_pyarrow_dataset().to_table(columns=["snapshotId"]).column(0)
         self._latest_snapshot = max(ids.to_pylist()) if len(ids) else None
+        # A new warehouse gets its first cut (the empty tables) from the first batch, so readers
+        # have a snapshot to serve, and report ready, before the first event arrives.
+        self._force_snapshot = self._latest_snapshot is None
 
     # -- the foreachBatch callback
     def __call__(self, df, batch_id: int) -> None:
@@ -178,17 +187,22 @@ class DeltaSink:
         write_progress(self.warehouse, {"batchId": batch_id, "snapshotId": self._latest_snapshot,
                                         "sourceOffsets": offsets, "time": int(time.time() * 1000),
                                         "eventCount": consumed,
-                                        "nextDeadline": min(self._deadlines.values(), default=None)})
+                                        "nextDeadline": min(self._deadlines.values(), default=None),
+                                        "jobStartedAt": self.started_ms})
 
-    def _write(self, table: t.TableDef, data: pa.Table, batch_id: int, *, predicate: str | None, mode: str) -> None:
+    def _write(self, table: t.TableDef, data: pa.Table, batch_id: int, *, predicate: str | None,
+               mode: Literal["append", "overwrite"]) -> None:
         self.fault(f"before:{table.name}")
         dt = self._handles[table.name]
         done = dt.transaction_version(APP_ID)
         if done is not None and done >= batch_id:
             log.info("batch %d already committed to %s; skipped", batch_id, table.name)
             return
-        write_deltalake(dt, data, mode=mode, predicate=predicate,
-                        commit_properties=CommitProperties(app_transactions=[Transaction(APP_ID, batch_id)]))
+        commit = CommitProperties(app_transactions=[Transaction(APP_ID, batch_id)])
+        if mode == "overwrite":
+            write_deltalake(dt, data, mode="overwrite", predicate=predicate, commit_properties=commit)
+        else:
+            write_deltalake(dt, data, mode="append", commit_properties=commit)
 
     def _offsets(self, batch_id: int) -> tuple[dict[str, int], int]:
         """The source offsets this batch read up to (from the checkpoint's offset log), and how many records."""

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pandas as pd
 
@@ -127,7 +128,7 @@ def make_step(cfg: StepConfig) -> Callable[..., Iterator[pd.DataFrame]]:
         records: list[dict[str, Any]] = []
         for pdf in pdfs:
             for k, v, p, o, ts in zip(pdf["key"].tolist(), pdf["value"].tolist(), pdf["partition"].tolist(),
-                                      pdf["offset"].tolist(), pdf["timestamp"].tolist()):
+                                      pdf["offset"].tolist(), pdf["timestamp"].tolist(), strict=False):
                 records.append({"key": k if isinstance(k, str) else None, "value": v, "partition": int(p),
                                 "offset": int(o), "timestamp": int(ts)})
         now = state.getCurrentProcessingTimeMs()

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas import events as ev
 from routeinfo.snapshot import Snapshot
+from schemas import events as ev
 
 
 def delete_topic(snap: Snapshot, topic: str, cluster: str | None) -> list[dict[str, Any]]:
@@ -26,7 +26,7 @@ def register_topic(snap: Snapshot, topic: str, queue_datas: list[dict[str, Any]]
     if topic not in snap.topics:
         return [ev.register_topic_event(topic, q) for q in queue_datas] if all(known) else []
     out = []
-    for q, ok in zip(queue_datas, known):
+    for q, ok in zip(queue_datas, known, strict=False):
         if not ok:
             break
         out.append(ev.register_topic_event(topic, q))

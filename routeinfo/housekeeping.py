@@ -29,9 +29,9 @@ periodic scan would have, so the outcome does not depend on how events fall into
 
 from __future__ import annotations
 
-from schemas import tables as t
 from routeinfo.route_writes import Result, RoutingConfig, remove_address
 from routeinfo.state import GroupState, PendingRegistration
+from schemas import tables as t
 
 
 def expire(st: GroupState, now_ms: int, cfg: RoutingConfig, res: Result) -> None:

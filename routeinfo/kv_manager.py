@@ -8,8 +8,9 @@ last key (GET then answers an empty table, not "not found"). The runtime switche
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from schemas import events as ev
 
@@ -23,7 +24,7 @@ class Namespace:
         return json.dumps({"namespace": self.name, "table": self.table}, sort_keys=True, separators=(",", ":"))
 
     @staticmethod
-    def from_json(text: str) -> "Namespace":
+    def from_json(text: str) -> Namespace:
         raw = json.loads(text)
         return Namespace(raw["namespace"], raw["table"])
 
@@ -45,7 +46,7 @@ def apply(state: Namespace | None, events: Iterable[dict[str, Any]]) -> tuple[Na
                 changes.append(_change(kind, state.name, e, i, before, e["value"]))
         elif e["type"] == ev.DELETE_KV_CONFIG:
             before = None if state is None else state.table.pop(e["key"], None)
-            if before is not None:
+            if state is not None and before is not None:
                 changes.append(_change("KV_DELETED", state.name, e, i, before, None))
     return state, changes
 

@@ -7,7 +7,8 @@ events in Kafka order, and the batch's processing time.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from routeinfo import housekeeping
 from routeinfo.route_writes import HANDLERS, Rejected, Result, RoutingConfig

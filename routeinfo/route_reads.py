@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from typing import Any
 
+from routeinfo.snapshot import Snapshot
 from schemas import events as ev
 from schemas import fields
-from routeinfo.snapshot import Snapshot
 
 SYNC_BROKER_MEMBER_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
 
@@ -150,7 +151,7 @@ def master_of(snap: Snapshot, broker_name: str) -> dict[str, Any]:
     """What a slave's registration result carries (§3.2.13): the master, only while it is live."""
     bd = snap.brokers.get(broker_name)
     master = None if bd is None else bd["brokerAddrs"].get("0")
-    live = None if master is None else snap.live_by_addr.get((bd["cluster"], master))
+    live = None if bd is None or master is None else snap.live_by_addr.get((bd["cluster"], master))
     if live is None:
         return {"masterAddr": None, "haServerAddr": None}
     return {"masterAddr": master, "haServerAddr": live["haServerAddr"]}
@@ -173,7 +174,7 @@ def topics_hosted_by(snap: Snapshot, broker_name: str) -> int:
 def diff(before: Snapshot, after: Snapshot) -> dict[str, Any]:
     """The topology difference between two cuts: topics (queue data), brokers (BrokerData),
     cluster membership, KV and switches; each as added / removed / changed."""
-    def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    def compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
         return {"added": {k: b[k] for k in sorted(b.keys() - a.keys())},
                 "removed": {k: a[k] for k in sorted(a.keys() - b.keys())},
                 "changed": {k: {"before": a[k], "after": b[k]} for k in sorted(a.keys() & b.keys()) if a[k] != b[k]}}

@@ -12,13 +12,14 @@ still expired.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
+from routeinfo.state import BrokerData, GroupState, LiveInfo, PendingRegistration, topic_keys_digest
 from schemas import events as ev
 from schemas import tables as t
 from schemas.fields import DEFAULT_PERM, MASTER_ID, PERM_WRITE
-from routeinfo.state import BrokerData, GroupState, LiveInfo, PendingRegistration, topic_keys_digest
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ address, filter servers, KV namespaces and the runtime switches.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import pyarrow as pa
 

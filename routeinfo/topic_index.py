@@ -9,8 +9,8 @@ a read-only Mapping for the route_reads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,7 +35,7 @@ class TopicIndex(Mapping):
         self._names: list[str] | None = None
 
     @staticmethod
-    def from_rows(rows: list[dict[str, Any]]) -> "TopicIndex":
+    def from_rows(rows: list[dict[str, Any]]) -> TopicIndex:
         cols = {f: [r[f] for r in rows] for f in ("topic",) + QUEUE_FIELDS}
         return TopicIndex(pa.table({k: pa.array(v, pa.string() if k in ("topic", "brokerName") else pa.int32())
                                     for k, v in cols.items()}))
@@ -94,4 +94,4 @@ class TopicIndex(Mapping):
         return len(self._all_names())
 
     def row_count(self) -> int:
-        return self._n
+        return int(self._n)

@@ -9,7 +9,8 @@ wire format, so a rule here holds for every path into the system.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from schemas.fields import (
     DEFAULT_PERM,
@@ -91,10 +92,10 @@ ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 def group_key(event: Mapping[str, Any]) -> str:
     """The Kafka key (and Spark grouping key) an event must carry: ordering is per key."""
     if event["type"] in KV_EVENT_TYPES:
-        return KV_KEY_PREFIX + event["namespace"]
+        return KV_KEY_PREFIX + str(event["namespace"])
     if event["type"] in CONFIG_EVENT_TYPES:
         return CONFIG_KEY
-    return event["brokerName"]
+    return str(event["brokerName"])
 
 
 def validate_switch(key: Any, value: Any) -> str:

@@ -8,7 +8,8 @@ validate through these functions, so a rule holds on every path.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 # RocketMQ constants (PermName, TopicConfig defaults, MixAll.MASTER_ID)
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1  # §9.1

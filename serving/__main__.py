@@ -13,9 +13,11 @@ import sys
 
 from conf import load_config
 from conf.logs import setup_logging
+from conf.version import argument_parser
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argument_parser("namesrv-server", "The HTTP server (granian) over the Delta warehouse.").parse_args(argv)
     cfg = load_config()
     setup_logging()
     from granian import Granian

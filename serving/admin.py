@@ -10,9 +10,9 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify, request
 
 from conf import Config
+from routeinfo import admin_fanout, route_reads
 from schemas import events as ev
 from schemas import fields
-from routeinfo import admin_fanout, route_reads
 from serving import writes
 from serving.context import snapshot
 

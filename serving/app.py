@@ -20,7 +20,7 @@ class AnythingConverter(PathConverter):
 def create_app(cfg: Config, *, start_refresher: bool = True) -> Flask:
     app = Flask("namesrv", static_folder=None)
     app.config["NAMESRV"] = cfg
-    app.json.sort_keys = True
+    app.json.sort_keys = True  # type: ignore[attr-defined]
     # KV keys are arbitrary strings: slashes and control characters (a newline) included, which
     # werkzeug's path converter does not match; the handlers validate what they get.
     app.url_map.converters["anything"] = AnythingConverter

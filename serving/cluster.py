@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify, request
 
-from schemas.fields import validate_addr, validate_name
 from routeinfo import route_reads
+from schemas.fields import validate_addr, validate_name
 from serving.context import snapshot
 from serving.params import parse_int
 

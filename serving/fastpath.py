@@ -10,7 +10,8 @@ through the Flask app, which stores the body (serving.routes).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from serving.snapshot_store import SnapshotStore
 

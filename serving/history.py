@@ -11,12 +11,12 @@ from functools import reduce
 import pyarrow.compute as pc
 from flask import Blueprint, jsonify, request
 
+from routeinfo import route_reads
 from schemas import tables as t
 from schemas.fields import InvalidInput
-from routeinfo import route_reads
 from serving.context import store
-from serving.params import parse_instant, parse_int
 from serving.errors import ApiError
+from serving.params import parse_instant, parse_int
 
 bp = Blueprint("history", __name__)
 MAX_LIMIT = 1000

@@ -10,6 +10,8 @@ from typing import Any
 
 from flask import Blueprint, jsonify
 
+from conf.version import __version__
+
 bp = Blueprint("openapi", __name__)
 
 
@@ -35,7 +37,7 @@ E504 = _json(ERR, "published but not materialized in time; offsets tell where")
 E503 = _json(ERR, "the event log (Kafka) is unavailable: nothing was written")
 WAIT = _param("wait", "query", "false: answer 202 once published, without waiting", {"type": "boolean"})
 A202 = _json(_ref("Accepted"), "published, not yet materialized (wait=false)")
-SECURED = [{"bearer": []}]
+SECURED: list[dict[str, list[str]]] = [{"bearer": []}]
 
 SCHEMAS: dict[str, Any] = {
     "Error": {"type": "object", "required": ["code", "remark"], "properties": {
@@ -94,7 +96,11 @@ SCHEMAS: dict[str, Any] = {
         "snapshotId": {"type": ["integer", "null"]}, "snapshotCommitTime": {"type": ["integer", "null"]},
         "snapshotAgeMs": {"type": ["integer", "null"]}, "sourceOffsets": {"type": "object"},
         "lastCheckAgeMs": {"type": ["integer", "null"]}, "lastError": {"type": ["string", "null"]},
-        "jobProgress": {"type": ["object", "null"]}}},
+        "jobProgress": {"type": ["object", "null"]}, "ready": {"type": "boolean"},
+        "jobStartedAt": {"type": ["integer", "null"]}}},
+    "Readiness": {"type": "object", "required": ["status", "snapshotId"], "properties": {
+        "status": {"type": "string", "enum": ["ready", "not ready"]}, "reason": {"type": "string"},
+        "snapshotId": {"type": ["integer", "null"]}}},
     "SnapshotList": {"type": "object", "required": ["snapshots", "total"], "properties": {
         "snapshots": {"type": "array", "items": {"type": "object", "properties": {
             "snapshotId": {"type": "integer"}, "batchId": {"type": "integer"}, "commitTime": {"type": "integer"},
@@ -233,6 +239,12 @@ PATHS: dict[str, Any] = {
     "/healthz": {"get": {"summary": "snapshot age and source offsets",
                          "responses": {"200": _json(_ref("Health"), "healthy or starting"),
                                        "503": _json(_ref("Health"), "degraded")}}},
+    "/livez": {"get": {"summary": "the process answers",
+                       "responses": {"200": _json({"type": "object", "required": ["status"],
+                                                   "properties": {"status": {"const": "alive"}}}, "alive")}}},
+    "/readyz": {"get": {"summary": "a cut is served and the job has committed a batch since it started",
+                        "responses": {"200": _json(_ref("Readiness"), "ready"),
+                                      "503": _json(_ref("Readiness"), "not ready, with the reason")}}},
     "/openapi.json": {"get": {"summary": "this document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
 }
 
@@ -240,7 +252,7 @@ PATHS: dict[str, Any] = {
 def document() -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
-        "info": {"title": "namesrv-stream", "version": "0.1.0",
+        "info": {"title": "namesrv-stream", "version": __version__,
                  "description": "A RocketMQ-compatible NameServer over Delta tables: route, cluster, "
                                 "topic-list and KV lookups; admin writes as events (read-your-writes)."},
         "servers": [{"url": "http://127.0.0.1:9877"}],

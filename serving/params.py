@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from schemas.fields import InvalidInput
 
@@ -25,7 +25,7 @@ def parse_instant(text: str, name: str) -> int:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
         if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
+            moment = moment.replace(tzinfo=UTC)
         return int(moment.timestamp() * 1000)
     except (ValueError, OverflowError, OSError):
         raise InvalidInput(f"{name} must be ISO-8601 or epoch milliseconds, not {text[:40]!r}") from None

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, Response, jsonify, request
 
-from schemas.fields import validate_name
 from routeinfo import route_reads
+from schemas.fields import validate_name
 from serving.context import snapshot
 from serving.errors import ApiError, topic_not_exist
 
@@ -28,7 +28,7 @@ def topic_route(topic: str):
         route = route_reads.topic_route(snap, topic)
         if route is None:
             raise topic_not_exist(topic)
-        body = current_app.json.response(route).get_data()
+        body = jsonify(route).get_data()
         snap.route_bodies[topic] = body
     return Response(body, mimetype="application/json")
 

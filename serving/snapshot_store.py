@@ -12,14 +12,14 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from routeinfo.snapshot import Snapshot, build_snapshot
 from schemas import tables as t
-from schemas.progress import read_progress
+from schemas.progress import read_job_start, read_progress
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class SnapshotReader:
     def changes(self, version: int, flt) -> list[dict[str, Any]]:
         """route_changes rows as of table version `version` that match the pyarrow filter `flt`."""
         dt = self._table(t.ROUTE_CHANGES, version)
-        rows = dt.to_pyarrow_dataset().to_table(filter=flt).to_pylist()
+        rows: list[dict[str, Any]] = dt.to_pyarrow_dataset().to_table(filter=flt).to_pylist()
         rows.sort(key=lambda r: (r["snapshotId"], r["seq"]))
         return rows
 
@@ -103,6 +103,7 @@ class SnapshotStore:
         self._history_cache: dict[int, Snapshot] = {}
         self.current: Snapshot = Snapshot.empty()
         self.progress: dict[str, Any] | None = None
+        self.job_started: int | None = None  # the running job instance's start (schemas.progress)
         self.last_check: float | None = None
         self.last_error: str | None = None
         self._stop = threading.Event()
@@ -132,9 +133,22 @@ class SnapshotStore:
             return {str(k): int(v) for k, v in progress["sourceOffsets"].items()}
         return snap.source_offsets
 
+    def not_ready(self) -> str | None:
+        """Why this server should not take traffic yet (None: ready): it needs a served cut, and
+        the job instance that runs now must have committed a batch since it started, so that a
+        registration published now is served within a batch or two."""
+        if self.current.snapshot_id is None:
+            return "no snapshot is served yet: the streaming job has not committed its first cut"
+        if self.job_started is None:
+            return "the streaming job has not started"
+        if self.progress is None or self.progress.get("jobStartedAt") != self.job_started:
+            return "the streaming job has started but not committed a batch yet"
+        return None
+
     def _refresh(self) -> bool:
         try:
             self.progress = read_progress(self.reader.warehouse)
+            self.job_started = read_job_start(self.reader.warehouse)
             row = self.reader.newest_row(after=self.current.snapshot_id)
             self.last_check = time.time()
             if row is None:
@@ -176,7 +190,7 @@ class SnapshotStore:
             self._history_cache[row["snapshotId"]] = snap
             return snap
 
-    def reader_for_history(self) -> "LockedReader":
+    def reader_for_history(self) -> LockedReader:
         """The history reader, for list/change queries (serialized: its handles are stateful)."""
         return LockedReader(self._history_reader, self._history_lock)
 

@@ -9,15 +9,16 @@ from __future__ import annotations
 import functools
 import hmac
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from flask import current_app, request
 
 from conf import Config
+from routeinfo.snapshot import Snapshot
 from schemas.fields import InvalidInput
 from serving.context import store
 from serving.errors import ApiError
-from routeinfo.snapshot import Snapshot
 
 PUBLISHER = "namesrv.publisher"
 TOKEN = "namesrv.admin_token"

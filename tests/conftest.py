@@ -11,7 +11,6 @@ import pytest
 from conf import load_config
 from ops.net import free_port
 
-
 _FIGURES: list[str] = []
 
 

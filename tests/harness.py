@@ -6,13 +6,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import requests
 
 from conf import Config, load_config
-
 
 ADMIN_TOKEN = "test-admin-token"
 
@@ -38,7 +38,7 @@ class Pipeline:
         self.publisher = EventPublisher(self.cfg.bootstrap, self.cfg.kafka_topic, max_message_bytes=self.cfg.max_message_bytes)
 
     # -- lifecycle
-    def start_job(self) -> "Pipeline":
+    def start_job(self) -> Pipeline:
         from pipelines.job import start_query
         self.query = start_query(self.spark, self.cfg, query_name=f"q_{uuid.uuid4().hex[:8]}")
         return self
@@ -48,7 +48,7 @@ class Pipeline:
             self.query.stop()
             self.query = None
 
-    def start_http(self) -> "Pipeline":
+    def start_http(self) -> Pipeline:
         from waitress import create_server
 
         from serving.app import create_app

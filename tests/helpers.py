@@ -7,8 +7,12 @@ from typing import Any
 
 from conf import load_config
 from pipelines.step import StepConfig
+from routeinfo import route_manager
 from routeinfo.route_writes import RoutingConfig
+from routeinfo.snapshot import Snapshot, build_snapshot
+from routeinfo.state import table_rows
 from schemas import events as ev
+from schemas import tables as t
 
 CLUSTER = "DefaultCluster"
 DEFAULTS = load_config({})  # the configured defaults, no environment
@@ -50,3 +54,16 @@ def hb(name: str, bid: int, addr: str, cluster: str = CLUSTER) -> dict[str, Any]
 
 def unreg(name: str, bid: int, addr: str, cluster: str = CLUSTER) -> dict[str, Any]:
     return ev.unregister_broker_event(cluster=cluster, broker_name=name, broker_id=bid, addr=addr)
+
+
+def cut(*events: dict[str, Any]) -> Snapshot:
+    """The cut the pure core makes of `events` (one per millisecond), as the server would load it."""
+    states: dict[str, Any] = {}
+    for i, e in enumerate(events):
+        name = e["brokerName"]
+        states[name], _ = route_manager.apply(states.get(name), [norm(e, i)], i, routing_config())
+    tables: dict[str, list[dict[str, Any]]] = {x.name: [] for x in t.STATE_TABLES}
+    for s in states.values():
+        for x in t.ROUTE_TABLES:
+            tables[x.name].extend(table_rows(s, x.name))
+    return build_snapshot(None, tables)

@@ -18,13 +18,13 @@ from collections import Counter
 
 import pytest
 
-from eventlog.topics import ensure_topic
 from eventlog.publisher import EventPublisher
+from eventlog.topics import ensure_topic
 from schemas import events as ev
 from schemas import tables as t
 from schemas.progress import read_progress
 from serving.snapshot_store import SnapshotReader
-from tests.helpers import norm, topics
+from tests.helpers import DEFAULTS, norm, topics
 from tests.model.namesrv_model import NamesrvModel
 
 pytestmark = pytest.mark.integration
@@ -84,7 +84,7 @@ def test_sigkilled_job_recovers_to_the_model(kafka_bootstrap, tmp_path, figures)
     stop = threading.Event()
 
     def publish():
-        with EventPublisher(kafka_bootstrap, topic) as pub:
+        with EventPublisher(kafka_bootstrap, topic, max_message_bytes=DEFAULTS.max_message_bytes) as pub:
             for i in range(0, len(events), 5):
                 if stop.is_set():
                     return

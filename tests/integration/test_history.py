@@ -160,7 +160,7 @@ def test_topology_story_time_travel_and_change_log(pipe):
     by_kind = {r["kind"]: r for r in story}
     assert by_kind["MASTER_CHANGED"]["after"] == a1 and by_kind["MASTER_CHANGED"]["before"] is None
     assert by_kind["ADDRESS_ID_CHANGED"]["before"] == 1
-    wiped = [r for r in story if r["kind"] == "WRITE_PERM_WIPED"][0]
+    wiped = next(r for r in story if r["kind"] == "WRITE_PERM_WIPED")
     assert wiped["before"]["perm"] == 6 and wiped["after"]["perm"] == 4
     assert by_kind["KV_PUT"]["after"] == "v1" and by_kind["KV_PUT"]["key"] == "k"
     assert by_kind["BROKER_UNREGISTERED"]["offset"] is not None and by_kind["BROKER_EXPIRED"]["offset"] is None

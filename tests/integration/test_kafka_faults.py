@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from ops import embedded_kafka
 from eventlog.topics import ensure_topic
+from ops import embedded_kafka
 from ops.net import free_port
 from tests.harness import Pipeline
 from tests.helpers import hb, reg, topics
@@ -39,7 +39,7 @@ def test_broker_restart_with_wiped_log(spark, tmp_path, figures):
         ensure_topic(p.cfg.bootstrap, p.cfg.kafka_topic, p.cfg.kafka_partitions)
         p.publisher.close()
         from eventlog.publisher import EventPublisher
-        p.publisher = EventPublisher(p.cfg.bootstrap, p.cfg.kafka_topic)
+        p.publisher = EventPublisher(p.cfg.bootstrap, p.cfg.kafka_topic, max_message_bytes=p.cfg.max_message_bytes)
 
         # Brokers re-register on the new (empty) log; a new one joins.
         c = "127.0.0.1:32931"

@@ -34,7 +34,7 @@ def prefixed(driver: SystemDriver, kind: str, a: dict) -> dict:
     out = dict(a)
     if "name" in out:
         out["name"] = driver.n(out["name"])
-    if "cluster" in out and out["cluster"]:
+    if out.get("cluster"):
         out["cluster"] = driver.n(out["cluster"])
     if kind == "register":
         out["topics"] = {driver.n(t): {**c, "topicName": driver.n(t)} for t, c in out["topics"].items()}

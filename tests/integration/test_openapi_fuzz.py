@@ -11,7 +11,10 @@ schemathesis = pytest.importorskip("schemathesis", reason="schemathesis (test ex
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
 from schemathesis.specs.openapi.checks import (  # noqa: E402
-    content_type_conformance, response_schema_conformance, status_code_conformance)
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from serving.app import create_app  # noqa: E402
 from tests.harness import ADMIN_TOKEN, Pipeline  # noqa: E402

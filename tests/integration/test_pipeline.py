@@ -89,7 +89,7 @@ def test_silent_brokers_expire_and_take_their_group_with_them(pipe, figures):
     pipe.wait_for(lambda: route(pipe, "ExpiryTopic")[0] == 404, 30, "the group to expire")
     overshoot = time.time() - last_heartbeat - 3.0
     figures(f"expiry overshoot (removal served - last heartbeat - 3 s timeout): {overshoot:.2f} s")
-    status, body = route(pipe, "ExpiryTopic")
+    _status, body = route(pipe, "ExpiryTopic")
     assert body == {"code": "TOPIC_NOT_EXIST",
                     "remark": "No topic route info in name server for the topic: ExpiryTopic"}
     cluster_info = pipe.get("/cluster")[1]
@@ -159,7 +159,7 @@ def test_publish_to_served_latency_over_20_registrations(pipe, figures):
         started = time.time()
         pipe.publish([reg(f"broker-lat{i}", 0, f"127.0.0.1:{16000 + i}", tps=topics(f"LatTopic{i}", "LatBase"),
                           cluster="LatCluster")])
-        pipe.wait_for(lambda: route(pipe, f"LatTopic{i}")[0] == 200, 30, f"LatTopic{i}")
+        pipe.wait_for(lambda i=i: route(pipe, f"LatTopic{i}")[0] == 200, 30, f"LatTopic{i}")
         latencies.append(time.time() - started)
     figures(f"publish -> route served over 20 registrations: median {statistics.median(latencies):.2f} s, "
             f"worst {max(latencies):.2f} s")

@@ -61,7 +61,7 @@ def test_restart_keeps_routes_without_duplicates_and_expires_the_silent(spark, k
 def test_replaying_a_committed_batch_changes_nothing(spark, kafka_bootstrap, tmp_path):
     """The sink's idempotency, driven directly: the same batch id twice writes once."""
     from pipelines.sink import DeltaSink
-    from pipelines.step import run_group, StepConfig
+    from pipelines.step import StepConfig, run_group
     from schemas import events as ev
 
     sink = DeltaSink(tmp_path / "delta", tmp_path / "checkpoint", retention_ms=DEFAULTS.history_retention_ms)

@@ -17,7 +17,7 @@ import requests
 from eventlog.publisher import EventPublisher
 from ops.net import free_port
 from ops.procs import processes
-from tests.helpers import reg, topics
+from tests.helpers import DEFAULTS, reg, topics
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ def wait(probe, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path):
+def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path, figures):
     http_port, kafka_port = free_port(), free_port()
     env = {**os.environ, "NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_KAFKA_BOOTSTRAP": "",
            "NAMESRV_KAFKA_EMBEDDED_PORT": str(kafka_port), "NAMESRV_HTTP_PORT": str(http_port),
@@ -49,11 +49,21 @@ def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path):
     url = f"http://127.0.0.1:{http_port}"
     launcher = subprocess.Popen([sys.executable, "-m", "ops.launcher"], cwd=ROOT, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    started = time.monotonic()
     try:
-        wait(lambda: requests.get(url + "/healthz", timeout=2).ok, 60, "the server")
-        with EventPublisher(f"127.0.0.1:{kafka_port}", "namesrv-events") as pub:
+        wait(lambda: requests.get(url + "/livez", timeout=2).ok, 60, "the server to answer")
+        assert requests.get(url + "/readyz", timeout=2).status_code in (200, 503)
+        wait(lambda: requests.get(url + "/readyz", timeout=2).status_code == 200, 120, "readiness")
+        ready = time.monotonic()
+        wait(lambda: "ready in" in (tmp_path / "logs" / "launcher.log").read_text(), 5, "the launcher's 'ready' line")
+        with EventPublisher(f"127.0.0.1:{kafka_port}", "namesrv-events",
+                            max_message_bytes=DEFAULTS.max_message_bytes) as pub:
             pub.publish([reg("sup-a", 0, "127.0.0.1:36911", tps=topics("SupTopic", "SupBase"))])
         wait(lambda: requests.get(url + "/topics/SupTopic/route", timeout=2).status_code == 200, 90, "the route")
+        served = time.monotonic()
+        figures(f"launcher: start -> /readyz 200 in {ready - started:.1f} s; "
+                f"ready -> first registration served in {served - ready:.1f} s")
+        assert served - ready < 10, "ready means a registration is served within a few batches"
 
         kids = children(launcher.pid)
         os.kill(kids["job"], signal.SIGKILL)
@@ -65,7 +75,7 @@ def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path):
         log = (tmp_path / "logs" / "launcher.log").read_text()
         assert "job exited with code -9; restarting in" in log and "http exited with code -9" in log
         assert "job restarted (restart #1)" in log and "http restarted (restart #1)" in log
-        with EventPublisher(f"127.0.0.1:{kafka_port}", "namesrv-events") as pub:
+        with EventPublisher(f"127.0.0.1:{kafka_port}", "namesrv-events", max_message_bytes=DEFAULTS.max_message_bytes) as pub:
             pub.publish([reg("sup-b", 0, "127.0.0.1:36921", tps=topics("SupNew", "SupBase"))])
         wait(lambda: requests.get(url + "/topics/SupNew/route", timeout=2).status_code == 200, 90,
              "the restarted job to serve a new registration")

@@ -269,14 +269,14 @@ class NamesrvModel:
                     lst = self.filterServerTable.get((bd.cluster, addr))
                     if lst is not None:
                         filters[addr] = lst
-        if self.config["supportActingMaster"] and not topic.startswith("rmq_sys_SYNC_BROKER_MEMBER_"):
-            if any(MASTER_ID not in bd.brokerAddrs for bd in broker_datas):
-                for bd in broker_datas:
-                    if bd.brokerAddrs and MASTER_ID not in bd.brokerAddrs and bd.enableActingMaster:
-                        qd = qmap.get(bd.brokerName)
-                        if qd is not None and not qd.perm & PERM_WRITE:
-                            smallest = min(bd.brokerAddrs)
-                            bd.brokerAddrs[MASTER_ID] = bd.brokerAddrs.pop(smallest)
+        if self.config["supportActingMaster"] and not topic.startswith("rmq_sys_SYNC_BROKER_MEMBER_") \
+                and any(MASTER_ID not in bd.brokerAddrs for bd in broker_datas):
+            for bd in broker_datas:
+                if bd.brokerAddrs and MASTER_ID not in bd.brokerAddrs and bd.enableActingMaster:
+                    qd = qmap.get(bd.brokerName)
+                    if qd is not None and not qd.perm & PERM_WRITE:
+                        smallest = min(bd.brokerAddrs)
+                        bd.brokerAddrs[MASTER_ID] = bd.brokerAddrs.pop(smallest)
         route = {
             "brokerDatas": sorted((self._broker_json(bd) for bd in broker_datas), key=lambda b: b["brokerName"]),
             "filterServerTable": filters,

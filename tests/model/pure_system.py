@@ -11,7 +11,6 @@ from pipelines.step import StepConfig, run_group
 from schemas import events as ev
 from schemas import tables as t
 from serving.snapshot_store import build_snapshot
-from routeinfo.state import table_rows
 from tests.helpers import routing_config
 
 

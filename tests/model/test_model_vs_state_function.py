@@ -7,8 +7,8 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 
-from schemas import events as ev
 from routeinfo import admin_fanout
+from schemas import events as ev
 from tests.model import ops
 from tests.model.namesrv_model import NamesrvModel
 from tests.model.pure_system import PureSystem

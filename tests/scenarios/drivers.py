@@ -9,8 +9,8 @@ from typing import Any
 
 import requests
 
-from schemas import events as ev
 from routeinfo import admin_fanout, route_reads
+from schemas import events as ev
 from tests.model.pure_system import PureSystem
 
 

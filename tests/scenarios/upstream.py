@@ -10,8 +10,8 @@ a valid port and is replaced by `127.0.0.1:10919`; likewise `cluster-broker-i:<i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from schemas import events as ev
 from schemas import fields

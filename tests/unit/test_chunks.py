@@ -6,13 +6,12 @@ import json
 
 import pytest
 
+from routeinfo import housekeeping, route_manager
+from routeinfo.state import GroupState, dump_data_version, table_rows, topic_keys_digest
 from schemas import events as ev
 from schemas import fields
 from schemas import tables as t
-from tests.helpers import hb, norm, reg, topics
-from routeinfo import housekeeping, route_manager
-from routeinfo.state import GroupState, dump_data_version, table_rows, topic_keys_digest
-from tests.helpers import routing_config
+from tests.helpers import hb, norm, reg, routing_config, topics
 
 CFG = routing_config(default_timeout_ms=10_000)
 A0, A1 = "10.0.0.1:10911", "10.0.0.2:10911"

@@ -5,18 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from conf import load_config
-from serving.app import create_app
 from serving.context import EXTENSION
-from tests.helpers import reg
-from tests.unit.test_views import cut
-
-
-@pytest.fixture
-def app(tmp_path):
-    app = create_app(load_config({"NAMESRV_DATA_DIR": str(tmp_path)}), start_refresher=False)
-    app.extensions[EXTENSION].current = cut(reg("broker-a", 0, "10.0.0.1:1"), reg("broker-b", 0, "10.0.0.2:1"))
-    return app
+from tests.helpers import cut, reg
 
 
 def refuse(environ, start_response):

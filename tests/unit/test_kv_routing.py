@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_fastpath import app  # noqa: F401  (the fixture)
-
 
 @pytest.mark.parametrize("key", ["a%0Ab", "ab%0A", "a/b"])
 def test_kv_keys_may_hold_any_character(app, key):

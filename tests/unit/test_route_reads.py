@@ -1,26 +1,9 @@
-"""Route, cluster and topic-list bodies (serving.views) from a cut built by serving.snapshot."""
+"""Route, cluster and topic-list bodies (routeinfo.route_reads) from a cut built by routeinfo.snapshot."""
 
 from __future__ import annotations
 
 from routeinfo import route_reads
-from serving.snapshot_store import build_snapshot
-from schemas import tables as t
-from tests.helpers import norm, reg
-from routeinfo import route_manager
-from routeinfo.state import table_rows
-from tests.helpers import routing_config
-
-
-def cut(*events):
-    states = {}
-    for i, e in enumerate(events):
-        name = e["brokerName"]
-        states[name], _ = route_manager.apply(states.get(name), [norm(e, i)], i, routing_config())
-    tables = {x.name: [] for x in t.STATE_TABLES}
-    for s in states.values():
-        for x in t.ROUTE_TABLES:
-            tables[x.name].extend(table_rows(s, x.name))
-    return build_snapshot(None, tables)
+from tests.helpers import cut, reg
 
 
 def test_route_has_rocketmq_field_names_and_string_ids():

@@ -5,12 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas import events as ev
-from schemas import tables as t
-from tests.helpers import CLUSTER, hb, norm, reg, topics, unreg
 from routeinfo import housekeeping, route_manager
 from routeinfo.state import GroupState, table_rows
-from tests.helpers import routing_config
+from schemas import events as ev
+from schemas import tables as t
+from tests.helpers import CLUSTER, hb, norm, reg, routing_config, topics, unreg
 
 CFG = routing_config(default_timeout_ms=120_000)
 A0, A1, A2 = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
@@ -325,7 +324,7 @@ def test_any_split_into_batches_gives_the_same_state(ops, cut):
     for _, dt in ops:
         now += dt
         times.append(now)
-    steps = [(make[name](), ts) for (name, _), ts in zip(ops, times)]
+    steps = [(make[name](), ts) for (name, _), ts in zip(ops, times, strict=False)]
     end = now + 500
     exact = routing_config(live_flush_ms=0)  # broker_live's flush windows are batch-dependent by design
     whole, _ = run(*steps, now=end, cfg=exact) if steps else route_manager.apply(None, [], end, exact)

@@ -6,11 +6,10 @@ import json
 
 from pipelines.step import StepConfig, run_group
 from pipelines.step_rows import DEAD_LETTER, DEADLINE, REJECTED
+from routeinfo.state import GroupState
 from schemas import events as ev
 from schemas import tables as t
-from tests.helpers import reg, topics
-from routeinfo.state import GroupState
-from tests.helpers import routing_config
+from tests.helpers import reg, routing_config, topics
 
 CFG = StepConfig(routing_config(default_timeout_ms=10_000), max_message_bytes=1 << 20,
                  max_clock_skew_ms=60_000)
@@ -29,7 +28,7 @@ def by_table(rows):
 def test_records_are_applied_in_offset_order():
     recs = [record(reg("broker-a", 0, "10.0.0.1:1", tps=topics("Base", "T", read=2), counter=2), 5),
             record(reg("broker-a", 0, "10.0.0.1:1", tps=topics("Base", "T", read=1), counter=1), 4)]
-    state, deadline, rows = run_group("broker-a", recs, None, T0, CFG)
+    _state, deadline, rows = run_group("broker-a", recs, None, T0, CFG)
     queue_rows = json.loads(by_table(rows)[t.TOPIC_QUEUE.name]["body"])
     assert {r["topic"]: r["readQueueNums"] for r in queue_rows}["T"] == 2
     assert deadline == T0 + 10_001
@@ -71,7 +70,7 @@ def test_quiet_call_emits_only_its_deadline():
 
 def test_kv_group():
     put = {"type": "PUT_KV_CONFIG", "namespace": "ns", "key": "k", "value": "v"}
-    state, deadline, rows = run_group("kv/ns", [record(put, 0, key="kv/ns")], None, T0, CFG)
+    _state, deadline, rows = run_group("kv/ns", [record(put, 0, key="kv/ns")], None, T0, CFG)
     assert deadline is None and json.loads(rows[0]["body"]) == [{"namespace": "ns", "key": "k", "value": "v"}]
     assert rows[0]["target"] == t.KV_CONFIG.name and rows[0]["owner"] == "ns"
 
@@ -79,7 +78,7 @@ def test_kv_group():
 def test_config_group_keeps_allow_listed_switches():
     upd = ev.update_config_event("enableTopicList", "false")
     bad = ev.update_config_event("configStorePath", "/etc/cron.d/x")
-    state, _, rows = run_group(ev.CONFIG_KEY, [record(upd, 0, key=ev.CONFIG_KEY), record(bad, 1, key=ev.CONFIG_KEY)],
+    _state, _, rows = run_group(ev.CONFIG_KEY, [record(upd, 0, key=ev.CONFIG_KEY), record(bad, 1, key=ev.CONFIG_KEY)],
                                None, T0, CFG)
     by = {r["target"]: r for r in rows}
     assert json.loads(by[t.NAMESRV_CONFIG.name]["body"]) == [
