@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one entry point.
 #   ./run.sh                 set up, then run embedded Kafka + streaming job + HTTP server (Ctrl-C stops all)
-#   ./run.sh test [args]     set up, then run the test suite (args go to pytest)
+#   ./run.sh test [args]     set up, lint (ruff) and type-check (mypy), then run the whole test suite (args go to pytest)
+#   ./run.sh check [args]    the fast loop: lint, types and the unit tests only (seconds; args go to pytest)
 #   ./run.sh simulate ...    publish a simulated broker fleet (--brokers N --topics M [--slaves K] [--period S])
 #   ./run.sh soak [--minutes N]  long run: a churning 1,000-broker fleet, RSS/lag/open-time table
 #   ./run.sh bench [--quick]     benchmark suite (needs Debian's wrk, etcd-server, etcd-client); writes BENCHMARKS.md
@@ -64,15 +65,24 @@ bench_tools() {
   fi
 }
 
+# Lint and types first: a finding fails the run before minutes of integration tests.
+static_checks() {
+  echo "run.sh: ruff" >&2
+  "$VENV/bin/ruff" check --quiet . || die "ruff found problems (see above); '.venv/bin/ruff check --fix .' fixes many"
+  echo "run.sh: mypy" >&2
+  "$VENV/bin/mypy" || die "mypy found problems (see above)"
+}
+
 cmd="${1:-run}"
 [ $# -gt 0 ] && shift
 case "$cmd" in
   run)      setup; exec "$VENV/bin/python" -m ops.launcher "$@" ;;
-  test)     setup; exec "$VENV/bin/python" -m pytest "$@" ;;
+  test)     setup; static_checks; exec "$VENV/bin/python" -m pytest "$@" ;;
+  check)    setup; static_checks; exec "$VENV/bin/python" -m pytest -q -m "not integration" tests/unit tests/model "$@" ;;
   simulate) setup; exec "$VENV/bin/python" -m fleet.simulator "$@" ;;
   soak)     setup; exec "$VENV/bin/python" -m fleet.soak "$@" ;;
   bench)    setup; bench_tools; exec "$VENV/bin/python" -m bench "$@" ;;
   setup)    setup; echo "run.sh: ready ($VENV)" ;;
-  -h|--help|help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) die "unknown command '$cmd' (try: ./run.sh, ./run.sh test, ./run.sh simulate --help)" ;;
+  -h|--help|help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) die "unknown command '$cmd' (try: ./run.sh, ./run.sh test, ./run.sh check, ./run.sh simulate --help)" ;;
 esac

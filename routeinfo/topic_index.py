@@ -30,7 +30,7 @@ class TopicIndex(Mapping):
         broker = pc.dictionary_encode(table.column("brokerName").combine_chunks())
         self._brokers: list[str] = broker.dictionary.to_pylist()
         self._broker_codes = broker.indices.to_numpy(zero_copy_only=False)
-        self._ints = {f: table.column(f).to_numpy() for f in QUEUE_FIELDS[1:]}
+        self._int_columns = {f: table.column(f).to_numpy() for f in QUEUE_FIELDS[1:]}
         self._cache: dict[str, list[dict[str, Any]]] = {}
         self._names: list[str] | None = None
 
@@ -69,7 +69,7 @@ class TopicIndex(Mapping):
         if start == stop:
             raise KeyError(topic)
         qds = [{"brokerName": self._brokers[self._broker_codes[r]],
-                **{f: int(self._ints[f][r]) for f in QUEUE_FIELDS[1:]}} for r in range(start, stop)]
+                **{f: int(self._int_columns[f][r]) for f in QUEUE_FIELDS[1:]}} for r in range(start, stop)]
         qds.sort(key=lambda q: q["brokerName"])
         self._cache[topic] = qds  # a racing thread builds the same list; either may win
         return qds

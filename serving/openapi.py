@@ -32,7 +32,6 @@ def _param(name: str, where: str = "path", description: str = "", schema: dict |
 ERR = _ref("Error")
 E400 = _json(ERR, "invalid parameter (code INVALID_PARAMETER)")
 E401 = _json(ERR, "missing or wrong bearer token (code NO_PERMISSION)")
-E404 = _json(ERR, "not found")
 E504 = _json(ERR, "published but not materialized in time; offsets tell where")
 E503 = _json(ERR, "the event log (Kafka) is unavailable: nothing was written")
 WAIT = _param("wait", "query", "false: answer 202 once published, without waiting", {"type": "boolean"})

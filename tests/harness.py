@@ -13,6 +13,7 @@ from typing import Any
 import requests
 
 from conf import Config, load_config
+from serving.writes import covers
 
 ADMIN_TOKEN = "test-admin-token"
 
@@ -105,7 +106,7 @@ class Pipeline:
         def probe():
             _, health = self.get("/healthz")
             offsets = health.get("sourceOffsets") or {}
-            return health if all(int(offsets.get(str(p), -1)) > o for p, o in coords) else None
+            return health if covers(offsets, coords) else None
         return self.wait_for(probe, timeout, f"offsets {coords} to be served")
 
     def check_job(self) -> None:

@@ -1,0 +1,70 @@
+"""pipelines.admission: when a trigger runs a micro-batch, and what offsets it returns (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.admission import TICK, Backlog, decide, offsets_to_run, pending_ranges
+
+DEFER = 10_000
+NOW = 1_000_000
+
+
+def never_asked() -> Backlog:
+    raise AssertionError("the waiting records should not have been scanned")
+
+
+def run(*, last_run=NOW - 1, pending=True, backlog=never_asked, deadline=None, defer=DEFER, now=NOW) -> bool:
+    return decide(now, defer_ms=defer, last_run_ms=last_run, pending=pending, backlog=backlog,
+                  next_deadline=lambda: deadline)
+
+
+def test_every_trigger_runs_when_nothing_may_wait():
+    assert run(defer=0)
+
+
+def test_a_batch_runs_when_defer_ms_passed_without_one():
+    assert run(last_run=NOW - DEFER, pending=False)  # bounds expiry after a restart
+    assert not run(last_run=NOW - DEFER + 1, pending=False)
+
+
+def test_a_waiting_record_other_than_a_heartbeat_runs_at_once():
+    assert run(backlog=lambda: Backlog(urgent=True, oldest_heartbeat_ms=None))
+
+
+def test_heartbeats_wait_up_to_defer_ms():
+    young = lambda: Backlog(urgent=False, oldest_heartbeat_ms=NOW - DEFER + 1)  # noqa: E731
+    old = lambda: Backlog(urgent=False, oldest_heartbeat_ms=NOW - DEFER)  # noqa: E731
+    assert not run(backlog=young)
+    assert run(backlog=old)
+
+
+@pytest.mark.parametrize("deadline, expected", [(NOW, True), (NOW - 5, True), (NOW + 1, False), (None, False)])
+def test_a_due_group_timeout_runs_a_batch_without_records(deadline, expected):
+    assert run(pending=False, deadline=deadline) is expected
+
+
+def test_nothing_is_scanned_or_read_when_a_cheaper_rule_decided():
+    def no_deadline() -> int | None:
+        raise AssertionError("the progress record should not have been read")
+    assert decide(NOW, defer_ms=DEFER, last_run_ms=0, pending=True, backlog=never_asked, next_deadline=no_deadline)
+
+
+def test_pending_ranges_are_the_kafka_partitions_that_move():
+    start = {"0": 5, "1": 7, TICK: 3}
+    assert pending_ranges(start, {"0": 5, "1": 9, TICK: 3}) == {1: (7, 9)}
+    assert pending_ranges(start, {"0": 5, "1": 7, TICK: 3}) == {}
+
+
+def test_no_batch_returns_the_start_offsets():
+    start = {"0": 5, TICK: 3}
+    assert offsets_to_run(start, {"0": 9}, run=False) == start
+
+
+def test_a_batch_with_records_keeps_the_tick():
+    assert offsets_to_run({"0": 5, TICK: 3}, {"0": 9}, run=True) == {"0": 9, TICK: 3}
+
+
+def test_a_batch_without_records_bumps_the_tick_so_spark_runs_it():
+    assert offsets_to_run({"0": 5, TICK: 3}, {"0": 5}, run=True) == {"0": 5, TICK: 4}
+    assert offsets_to_run({"0": 5}, {"0": 5}, run=True) == {"0": 5, TICK: 1}

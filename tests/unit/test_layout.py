@@ -1,0 +1,95 @@
+"""The layout's promises: who may import whom, semantics references that resolve inside the
+repository, and a README configuration table generated from the settings' declarations."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conf import settings_table
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ("conf", "schemas", "routeinfo", "eventlog", "pipelines", "serving", "ops", "fleet")
+
+
+def imported_packages(package: str) -> dict[str, set[str]]:
+    """module path -> top-level packages it imports (anywhere in the module, lazy imports included)."""
+    out: dict[str, set[str]] = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        tops: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                tops.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                tops.add(node.module.split(".")[0])
+        out[str(path.relative_to(ROOT))] = tops
+    return out
+
+
+@pytest.mark.parametrize("package, forbidden", [
+    # the pure core: no I/O frameworks, and no way back into the layers that use it
+    ("routeinfo", {"flask", "pyspark", "deltalake", "kafka", "serving", "pipelines", "eventlog", "ops", "tests"}),
+    ("schemas", {"flask", "pyspark", "deltalake", "kafka", "serving", "pipelines", "routeinfo", "tests"}),
+    ("conf", {"flask", "pyspark", "deltalake", "kafka", "serving", "pipelines", "tests"}),
+    # the Kafka client is shared by the job, the server, the launcher and the tools: no Spark
+    ("eventlog", {"pyspark", "flask", "serving", "pipelines", "tests"}),
+    # the server reads Delta and answers; the streaming job's modules are not its business
+    ("serving", {"pipelines", "pyspark", "ops", "fleet", "tests"}),
+    ("pipelines", {"serving", "flask", "ops", "fleet", "tests"}),
+    ("ops", {"serving", "flask", "tests"}),
+    ("fleet", {"flask", "tests"}),  # the soak times snapshot loads with serving.snapshot_store
+    ("bench", {"tests"}),
+])
+def test_layers_import_only_what_they_may(package, forbidden):
+    bad = {path: sorted(tops & forbidden) for path, tops in imported_packages(package).items() if tops & forbidden}
+    assert not bad, f"forbidden imports: {bad}"
+
+
+def test_the_launcher_process_loads_neither_spark_nor_flask():
+    code = ("import sys, ops.launcher; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'flask', 'deltalake', 'py4j'}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_no_product_file_points_outside_the_repository():
+    hits = [str(p.relative_to(ROOT)) for package in (*PRODUCT, "bench", "notebooks") for p in (ROOT / package).rglob("*")
+            if p.is_file() and p.suffix in (".py", ".ipynb", ".toml", ".properties") and "shared/" in p.read_text()]
+    assert not hits
+
+
+SECTION_REF = re.compile(r"§(\d+(?:\.\d+)*)(?:-(\d+))?")
+
+
+def cited_sections() -> dict[str, set[str]]:
+    """Section number -> files citing it, over product code, tests and benchmarks."""
+    cited: dict[str, set[str]] = {}
+    for package in (*PRODUCT, "bench", "tests"):
+        for path in (ROOT / package).rglob("*.py"):
+            for m in SECTION_REF.finditer(path.read_text()):
+                numbers = [m.group(1)]
+                if m.group(2):  # "§3.2.9-10": the range's last section too
+                    numbers.append(m.group(1).rsplit(".", 1)[0] + "." + m.group(2))
+                for n in numbers:
+                    cited.setdefault(n, set()).add(str(path.relative_to(ROOT)))
+    return cited
+
+
+def test_every_semantics_reference_names_a_section_of_docs_semantics():
+    doc = (ROOT / "docs" / "semantics.md").read_text()
+    headings = set(re.findall(r"^#+\s+(\d+(?:\.\d+)*)[.\s]", doc, flags=re.M))
+    cited = cited_sections()
+    assert len(cited) > 20, "the code cites the semantics by section"
+    missing = {n: sorted(files) for n, files in cited.items() if n not in headings}
+    assert not missing, f"§ references without a heading in docs/semantics.md: {missing}"
+
+
+def test_readme_configuration_table_is_the_declared_settings():
+    readme = (ROOT / "README.md").read_text()
+    assert settings_table() in readme, ("README's configuration table differs from conf.Config's declarations; "
+                                        "paste the output of `python -c 'import conf; print(conf.settings_table())'`")
