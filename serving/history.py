@@ -1,6 +1,6 @@
 """Blueprint: route history for data engineers and auditors (snapshots, change log, diffs).
 
-Every other read endpoint also takes `?asOf=` / `?snapshot=` (see app_state.snapshot).
+Every other read endpoint also takes `?asOf=` / `?snapshot=` (see serving.context.snapshot).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """An independent, sequential model of RocketMQ's RouteInfoManager and KVConfigManager.
 
-Written from ../shared/namesrv-semantics.md in RocketMQ's own shape (global tables as dicts,
+Written from docs/semantics.md in RocketMQ's own shape (global tables as dicts,
 one method per request code, one lock-free thread), NOT from pipelines/: it is the oracle the
 property-based tests compare the pipeline against. It includes this project's deliberate
 differences (the table at the top of the semantics): registration is atomic, a live entry

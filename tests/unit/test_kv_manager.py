@@ -1,4 +1,4 @@
-"""The pure KVConfigManager (pipelines.kv)."""
+"""The pure KVConfigManager (routeinfo.kv_manager)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The applyInPandasWithState core (pipelines.stateful.run_group): decode, order, dispatch, encode."""
+"""The applyInPandasWithState core (pipelines.step.run_group): decode, order, dispatch, encode."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""serving.topic_index.TopicIndex against the obvious dict-of-lists it replaces."""
+"""routeinfo.topic_index.TopicIndex against the obvious dict-of-lists it replaces."""
 
 from __future__ import annotations
 
