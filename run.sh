@@ -44,6 +44,9 @@ setup() {
     fi
     echo "$want" > "$stamp"
   fi
+  # JVM dependencies (jvm/*/pom.xml: Delta for Spark, Spark's Kafka connector, RocketMQ), fetched
+  # once with Maven into .jvm/; afterwards this is a stamp check and needs no network.
+  "$VENV/bin/python" -m conf.jvm resolve || die "the JVM dependencies could not be resolved (see above)"
   export PYSPARK_PYTHON="$VENV/bin/python" PYSPARK_DRIVER_PYTHON="$VENV/bin/python"
   export SPARK_LOCAL_IP=127.0.0.1
 }

@@ -101,6 +101,14 @@ class Config:
     delete_topic_with_broker_registration: bool = setting(
         "NAMESRV_DELETE_TOPIC_WITH_BROKER_REGISTRATION", False,
         "RocketMQ 5.1.4's switch: a registration drops the broker's topics it no longer lists")
+    kafka_source: str = setting(
+        "NAMESRV_KAFKA_SOURCE", "python",
+        "how the job reads the events topic: `python` (our source, with batch admission) or `connector` "
+        "(Spark's `format(\"kafka\")`); see Performance", choices=("python", "connector"))
+    maven_repository: str = setting(
+        "NAMESRV_MAVEN_REPOSITORY", "",
+        "Maven repository for the one-time resolution of the JVM dependencies (`jvm/`); empty = Maven's own "
+        "configuration. Not used once resolved")
     test_kill_probability: float = setting(
         "NAMESRV_TEST_KILL_PROBABILITY", 0.0,
         "crash-safety tests only: chance of a SIGKILL of the job at each sink commit point (0 = never)",

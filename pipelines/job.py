@@ -12,10 +12,12 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
-from conf import STATE_STORES, Config, load_config
+from conf import STATE_STORES, Config, jvm, load_config
 from conf.logs import setup_logging
 from conf.version import argument_parser
+from eventlog.consumer import FETCH_BYTES
 from eventlog.topics import ensure_topic
 from pipelines import kafka_source
 from pipelines.faults import KillAtRandom
@@ -45,7 +47,16 @@ def build_spark(cfg: Config, app_name: str = "namesrv"):
     # -Xss: on stop, Spark matches a regex over the interrupted Python source's traceback, which
     # overflows the default 1 MiB thread stack and prints a thousand-line StackOverflowError.
     java_opts = f"-Dlog4j2.configurationFile={log4j.as_uri()} -Xss32m"
+    # Delta for Spark and Spark's Kafka connector, resolved once by ./run.sh (conf/jvm.py); the
+    # standard spark.jars mechanism also ships them to a cluster's executors.
+    extra_jars = ",".join(str(p) for p in jvm.jars("spark"))
     spark = (SparkSession.builder.master(cfg.spark_master).appName(app_name)
+             .config("spark.jars", extra_jars)
+             .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+             .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+             # Delta for Spark rebuilds a table's state with 50 shuffle partitions by default: 50
+             # tasks per version read, for logs of a few kilobytes.
+             .config("spark.databricks.delta.snapshotPartitions", str(cfg.shuffle_partitions))
              .config("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
              .config("spark.sql.execution.arrow.pyspark.enabled", "true")
              .config("spark.ui.enabled", "false")
@@ -56,10 +67,6 @@ def build_spark(cfg: Config, app_name: str = "namesrv"):
              .config("spark.executor.extraJavaOptions", java_opts)
              .config("spark.sql.streaming.stateStore.providerClass", STATE_STORES[cfg.state_store])
              .config("spark.python.worker.reuse", "true")
-             # Batches run when the source admits one (new records, a due timeout, a tick); see
-             # pipelines/admission.py. Spark's own no-data batches would run
-             # every trigger, because ProcessingTimeTimeout always asks for another batch.
-             .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     if not cfg.spark_master.startswith("local"):
@@ -111,13 +118,12 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None)
     sink.ensure_tables()
     sink.announce_start()
     step = make_step(StepConfig.from_config(cfg))
-    raw = (spark.readStream.format(kafka_source.SOURCE_NAME)
-           .option("bootstrap", cfg.bootstrap).option("topic", cfg.kafka_topic)
-           .option("partitions", str(cfg.kafka_partitions))
-           .option("maxRecordsPerBatch", str(cfg.max_records_per_batch))
-           .option("heartbeatDeferMs", str(cfg.heartbeat_defer_ms))
-           .option("progressDir", str(cfg.warehouse)).load())
-    out = (raw.groupBy(col("key"))
+    # With our source, batches run when it admits one (pipelines/admission.py); Spark's own
+    # no-data batches would run every trigger, because ProcessingTimeTimeout always asks for
+    # another batch. Spark's connector has no admission, so it needs them for timeouts to fire.
+    # The query takes the session's settings when it starts, so this is per query.
+    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", str(cfg.kafka_source == "connector").lower())
+    out = (read_events(spark, cfg).groupBy(col("key"))
            .applyInPandasWithState(step, OUTPUT_SCHEMA, STATE_SCHEMA, "append",
                                    GroupStateTimeout.ProcessingTimeTimeout))
     return (out.writeStream.queryName(query_name)
@@ -127,13 +133,44 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None)
             .start())
 
 
+def read_events(spark: Any, cfg: Config) -> Any:
+    """The events topic as a stream of (partition, offset, timestamp ms, key, value) rows, from
+    our source (`python`) or Spark's Kafka connector (`connector`), with the same columns."""
+    if cfg.kafka_source == "python":
+        return (spark.readStream.format(kafka_source.SOURCE_NAME)
+                .option("bootstrap", cfg.bootstrap).option("topic", cfg.kafka_topic)
+                .option("partitions", str(cfg.kafka_partitions))
+                .option("maxRecordsPerBatch", str(cfg.max_records_per_batch))
+                .option("heartbeatDeferMs", str(cfg.heartbeat_defer_ms))
+                .option("progressDir", str(cfg.warehouse)).load())
+    from pyspark.sql.functions import col, unix_millis
+    return (spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", cfg.bootstrap).option("subscribe", cfg.kafka_topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(cfg.max_records_per_batch))
+            # Sized like our source's fetches, above any accepted record, so oversize records
+            # arrive and are dead-lettered with their reason.
+            .option("kafka.max.partition.fetch.bytes", str(FETCH_BYTES))
+            .option("kafka.fetch.max.bytes", str(FETCH_BYTES))
+            # A log that went backwards (the memory-only broker restarted) is read again, as our
+            # source does, instead of failing the query.
+            .option("failOnDataLoss", "false")
+            .load()
+            .select(col("partition"), col("offset"), unix_millis(col("timestamp")).alias("timestamp"),
+                    col("key").cast("string").alias("key"), col("value")))
+
+
 def main(argv: list[str] | None = None) -> int:
     argument_parser("namesrv-job", "The streaming job: Kafka events -> RocketMQ's route rules -> Delta tables."
                     ).parse_args(argv)
     cfg = load_config()
     setup_logging()
     ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions)
-    spark = build_spark(cfg)
+    try:
+        spark = build_spark(cfg)
+    except jvm.JarsMissing as exc:
+        log.error("%s", exc)
+        return 2
     query = start_query(spark, cfg, fault=KillAtRandom(cfg.test_kill_probability) if cfg.test_kill_probability else None)
     stopping = threading.Event()
 

@@ -217,11 +217,18 @@ def _read_offset_log(path: Path) -> dict[str, int]:
         lines = path.read_text().splitlines()
     except FileNotFoundError:
         return {}
-    # line 0: format version, line 1: batch metadata, then one line per source
+    # line 0: format version, line 1: batch metadata, then one line per source: our source's
+    # {"<partition>": offset, "tick": n}, or the Kafka connector's {"<topic>": {"<partition>": offset}}
     for line in lines[2:]:
         if line.strip() and line.strip() != "-":
             raw = json.loads(line)
             if isinstance(raw, str):
                 raw = json.loads(raw)
-            return {str(k): int(v) for k, v in raw.items() if str(k).isdigit()}  # Kafka partitions, not "tick"
+            offsets: dict[str, int] = {}
+            for key, value in raw.items():
+                if isinstance(value, dict):
+                    offsets.update({str(p): int(o) for p, o in value.items()})
+                elif str(key).isdigit():  # Kafka partitions, not "tick"
+                    offsets[str(key)] = int(value)
+            return offsets
     return {}

@@ -48,6 +48,38 @@ def kafka_bootstrap():
 
 
 @pytest.fixture(scope="session")
+def apache_kafka():
+    """Apache Kafka itself (one KRaft node on 127.0.0.1, from jvm/kafka), started on first use:
+    the broker Spark's Kafka connector is tested against (see test_kafka_connector.py)."""
+    if shutil.which("java") is None:
+        pytest.skip("Java 17+ is not on PATH: Apache Kafka cannot start")
+    from ops.apache_kafka import start_kafka
+    broker = start_kafka()
+    yield broker.bootstrap
+    broker.stop()
+
+
+# The two ways the job reads the events topic (NAMESRV_KAFKA_SOURCE); tests of the pipeline run
+# with each. Ours runs against Tansu (the embedded broker of ./run.sh), Spark's connector against
+# Apache Kafka: Tansu misreports a partition's end offset, which only our source corrects.
+SOURCES = ("python", "connector")
+
+
+def bootstrap_for(request: pytest.FixtureRequest, source: str) -> str:
+    return str(request.getfixturevalue("kafka_bootstrap" if source == "python" else "apache_kafka"))
+
+
+@pytest.fixture(params=SOURCES)
+def source(request) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def source_bootstrap(request, source) -> str:
+    return bootstrap_for(request, source)
+
+
+@pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     """The one SparkSession of the test run (local[2], like CI)."""
     if shutil.which("java") is None:

@@ -40,21 +40,27 @@ def history(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name, figure", [("route_history", "route_history.png"),
-                                          ("time_travel_audit", "time_travel_audit.png")])
+                                          ("time_travel_audit", "time_travel_audit.png"),
+                                          ("spark_sql", None)])
 def test_notebook_runs_and_plots(history, name, figure, monkeypatch, figures):
     nbformat = pytest.importorskip("nbformat", reason="nbformat (test extra) is not installed")
     nbclient = pytest.importorskip("nbclient", reason="nbclient (test extra) is not installed")
     monkeypatch.setenv("NAMESRV_WAREHOUSE", str(history / "delta"))
     monkeypatch.setenv("NAMESRV_NOTEBOOK_OUT", str(history / "out"))
-    monkeypatch.setenv("AUDIT_TOPIC", "NbBase")
+    monkeypatch.setenv("AUDIT_TOPIC", "NbTopic" if name == "spark_sql" else "NbBase")
     nb = nbformat.read(os.path.join(NOTEBOOKS, f"{name}.ipynb"), as_version=4)
     started = time.time()
     nbclient.NotebookClient(nb, timeout=180, kernel_name="python3",
                             resources={"metadata": {"path": NOTEBOOKS}}).execute()
     figures(f"notebook {name}: executed in {time.time() - started:.1f} s")
+    text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    if name == "spark_sql":  # Spark SQL over the same tables: the route, the change counts, the history
+        assert "topic = NbTopic" in text and "127.0.0.1:27912" in text  # nb-a's master after the switch
+        assert "TOPIC_DELETED" in text and "QUEUE_ADDED" in text
+        assert "WRITE" in text and "operationParameters" in text
+        return
     png = history / "out" / figure
     assert png.exists() and png.stat().st_size > 5000
-    text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "snapshots in" in text
     if name == "time_travel_audit":
         assert "topic = NbBase" in text and "TOPIC_DELETED" in str(nb.cells[-2].outputs)

@@ -16,15 +16,19 @@ from deltalake import DeltaTable
 
 from pipelines.sink import APP_ID
 from schemas import tables as t
+from tests.conftest import SOURCES, bootstrap_for
 from tests.harness import Pipeline
 from tests.helpers import hb, reg, topics, unreg
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def pipe(spark, kafka_bootstrap, tmp_path_factory):
-    p = Pipeline(spark, kafka_bootstrap, tmp_path_factory.mktemp("pipeline")).start_job().start_http()
+@pytest.fixture(scope="module", params=SOURCES)
+def pipe(request, spark, tmp_path_factory):
+    """One pipeline per source (ours on Tansu, Spark's connector on Apache Kafka)."""
+    source = request.param
+    p = Pipeline(spark, bootstrap_for(request, source), tmp_path_factory.mktemp(f"pipeline-{source}"),
+                 NAMESRV_KAFKA_SOURCE=source).start_job().start_http()
     yield p
     p.close()
 

@@ -24,8 +24,8 @@ KEYS = {
 }
 
 
-def test_restart_keeps_routes_without_duplicates_and_expires_the_silent(spark, kafka_bootstrap, tmp_path):
-    p = Pipeline(spark, kafka_bootstrap, tmp_path).start_job().start_http()
+def test_restart_keeps_routes_without_duplicates_and_expires_the_silent(spark, source, source_bootstrap, tmp_path):
+    p = Pipeline(spark, source_bootstrap, tmp_path, NAMESRV_KAFKA_SOURCE=source).start_job().start_http()
     try:
         stay, silent = "127.0.0.1:17911", "127.0.0.1:17921"
         p.wait_served(p.publish([

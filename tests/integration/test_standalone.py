@@ -30,9 +30,11 @@ def cluster(tmp_path_factory):
     c.stop()
 
 
-def test_the_job_runs_on_a_standalone_cluster(cluster, kafka_bootstrap, tmp_path, figures):
-    env = {"NAMESRV_TRIGGER_INTERVAL_MS": "500"}
+def test_the_job_runs_on_a_standalone_cluster(cluster, source, source_bootstrap, tmp_path, figures):
+    kafka_bootstrap = source_bootstrap
+    env = {"NAMESRV_TRIGGER_INTERVAL_MS": "500", "NAMESRV_KAFKA_SOURCE": source}
     p = Pipeline(None, kafka_bootstrap, tmp_path / "data", **env).start_http()
+    earlier_apps = set(cluster.work_dir.glob("worker-*/app-*"))
     job_env = {**os.environ, **env, "NAMESRV_DATA_DIR": str(p.cfg.data_dir), "NAMESRV_KAFKA_BOOTSTRAP": kafka_bootstrap,
                "NAMESRV_KAFKA_TOPIC": p.cfg.kafka_topic, "NAMESRV_SPARK_MASTER": cluster.master_url,
                "PYSPARK_PYTHON": sys.executable}
@@ -69,13 +71,16 @@ def test_the_job_runs_on_a_standalone_cluster(cluster, kafka_bootstrap, tmp_path
             raise AssertionError("broker-c1 was not expired on the standalone cluster")
 
         # The work really ran under both workers: each launched an executor for the job.
-        apps = {w.name: sorted(x.name for x in w.iterdir() if x.name.startswith("app-"))
+        apps = {w.name: sorted(x.name for x in w.iterdir() if x.name.startswith("app-") and x not in earlier_apps)
                 for w in sorted(cluster.work_dir.glob("worker-*")) if w.is_dir()}
         assert len(apps) == 2 and all(apps.values()), apps
-        # An executor fetches the job's code archive when it is handed its first task.
-        ran_tasks = sorted(z.parts[-4] for z in cluster.work_dir.glob("worker-*/app-*/*/namesrv-code.zip"))
-        assert ran_tasks == ["worker-0", "worker-1"], ran_tasks
-        figures(f"standalone cluster (master + 2 workers): job start → first batch {first_batch_s:.1f} s, "
+        # An executor fetches the job's code archive, and the jars of spark.jars (Delta, Spark's
+        # Kafka connector), when it is handed its first task.
+        ours = [z for z in cluster.work_dir.glob("worker-*/app-*/*/namesrv-code.zip") if z.parents[1] not in earlier_apps]
+        assert sorted(z.parts[-4] for z in ours) == ["worker-0", "worker-1"], ours
+        shipped = {j.name for z in ours for j in z.parent.glob("*.jar")}
+        assert {"spark-sql-kafka-0-10_2.13-4.2.0.jar", "delta-spark_4.2_2.13-4.4.0.jar"} <= shipped, shipped
+        figures(f"standalone cluster (master + 2 workers), {source} source: job start → first batch {first_batch_s:.1f} s, "
                 f"publish → served {served_s:.1f} s; "
                 f"executors under {', '.join(apps)}")
     finally:

@@ -47,6 +47,9 @@ def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path, figures):
            "NAMESRV_KAFKA_EMBEDDED_PORT": str(kafka_port), "NAMESRV_HTTP_PORT": str(http_port),
            "NAMESRV_TRIGGER_INTERVAL_MS": "500"}
     url = f"http://127.0.0.1:{http_port}"
+    # After set-up nothing needs a repository: an unreachable one changes nothing.
+    env["NAMESRV_MAVEN_REPOSITORY"] = "http://127.0.0.1:9/maven2"
+    subprocess.run([sys.executable, "-m", "conf.jvm", "resolve"], cwd=ROOT, env=env, check=True, timeout=60)
     launcher = subprocess.Popen([sys.executable, "-m", "ops.launcher"], cwd=ROOT, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     started = time.monotonic()

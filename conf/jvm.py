@@ -1,0 +1,180 @@
+"""JVM dependencies: declared once in `jvm/<set>/pom.xml`, resolved once with Maven into `.jvm/<set>/`.
+
+Two sets: `spark` (Delta for Spark and Spark's Kafka connector, on the job's classpath) and
+`rocketmq` (RocketMQ's NameServer, broker, tools and client: the peer of the tests and
+benchmarks). `./run.sh` resolves both during set-up (`python -m conf.jvm resolve`), with
+Maven's `dependency:copy-dependencies`, and records a stamp of the pom it resolved. Later starts
+compare the stamp and never ask a repository, so a machine that resolved once starts offline.
+
+An artifact that cannot be resolved is an error that names it and says what to do; there is no
+fallback. `NAMESRV_MAVEN_REPOSITORY` points Maven at another repository (a mirror of every
+repository); empty means Maven's own configuration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from conf import load_config
+from conf.version import argument_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+DECLARATIONS = ROOT / "jvm"
+CACHE = ROOT / ".jvm"
+STAMP = ".resolved"
+_VERSION = re.compile(r"-\d[\w.+-]*\.jar$")
+
+
+class JarsMissing(RuntimeError):
+    """A JVM dependency set is not resolved, or cannot be; the message says which and what to do."""
+
+
+def declared_sets() -> list[str]:
+    return sorted(p.parent.name for p in DECLARATIONS.glob("*/pom.xml"))
+
+
+def _pom(name: str) -> Path:
+    pom = DECLARATIONS / name / "pom.xml"
+    if not pom.is_file():
+        raise JarsMissing(f"no JVM dependency set {name!r}: {pom} does not exist (sets: {', '.join(declared_sets())})")
+    return pom
+
+
+def _stamp(name: str) -> str:
+    return hashlib.sha256(_pom(name).read_bytes()).hexdigest()
+
+
+def declared_artifacts(name: str) -> list[str]:
+    """The set's direct dependencies as group:artifact:version (what a person asked for)."""
+    text = re.sub(r"<dependencyManagement>.*?</dependencyManagement>", "", _pom(name).read_text(), flags=re.S)
+    props = dict(re.findall(r"<([\w.]+)>([^<]*)</\1>", text.split("<properties>")[1].split("</properties>")[0])) \
+        if "<properties>" in text else {}
+    out = []
+    for dep in re.findall(r"<dependency>(.*?)</dependency>", text, flags=re.S):
+        fields = dict(re.findall(r"<(groupId|artifactId|version)>([^<]*)</\1>", dep))
+        version = re.sub(r"\$\{([\w.]+)\}", lambda m: props.get(m.group(1), m.group(0)), fields.get("version", "?"))
+        out.append(f"{fields.get('groupId')}:{fields.get('artifactId')}:{version}")
+    return out
+
+
+def is_resolved(name: str, cache: Path = CACHE) -> bool:
+    stamp = cache / name / STAMP
+    return stamp.is_file() and stamp.read_text().strip() == _stamp(name)
+
+
+def jars(name: str, cache: Path = CACHE) -> list[Path]:
+    """The resolved jars of a set; JarsMissing (with what to do) when it was not resolved."""
+    if not is_resolved(name, cache):
+        raise JarsMissing(f"the JVM dependencies {', '.join(declared_artifacts(name))} (jvm/{name}/pom.xml) are not "
+                          f"resolved in {cache / name}: run './run.sh setup' (needs Maven and a reachable repository)")
+    return sorted((cache / name).glob("*.jar"))
+
+
+def _bundled_with_pyspark() -> set[str]:
+    """Artifact names (without version) of the jars the pyspark wheel already has (found
+    without importing pyspark, which starts nothing but is slow to import)."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise JarsMissing("pyspark is not installed: run './run.sh setup'")
+    return {_VERSION.sub("", p.name) for p in (Path(spec.submodule_search_locations[0]) / "jars").glob("*.jar")}
+
+
+def _settings(repository: str, where: Path) -> list[str]:
+    """Maven arguments that send every request to `repository` (a mirror of everything)."""
+    if not repository:
+        return []
+    settings = where / "settings.xml"
+    settings.write_text(f"""<settings><mirrors><mirror><id>namesrv-repository</id><mirrorOf>*</mirrorOf>
+<url>{repository}</url></mirror></mirrors></settings>""")
+    return ["-s", str(settings)]
+
+
+def _failure(name: str, output: str, log: Path) -> JarsMissing:
+    found = re.search(r"(?:Could not (?:find|transfer) artifact|Failure to (?:find|transfer)) (\S+)", output)
+    missing = f" (missing: {found.group(1)})" if found else ""
+    reason = next((line.strip() for line in output.splitlines() if "[ERROR]" in line and line.strip() != "[ERROR]"),
+                  "Maven failed")
+    return JarsMissing(f"Maven could not resolve {', '.join(declared_artifacts(name))} (jvm/{name}/pom.xml)"
+                       f"{missing}. {reason[:400]}\n"
+                       f"Check the network, or point NAMESRV_MAVEN_REPOSITORY at a reachable Maven repository, "
+                       f"then run './run.sh setup' again. Full Maven output: {log}")
+
+
+def resolve(name: str, *, repository: str = "", cache: Path = CACHE,
+            progress: Callable[[str], None] = print) -> list[Path]:
+    """Resolve a set unless its stamp is current; return its jars."""
+    if is_resolved(name, cache):
+        return jars(name, cache)
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise JarsMissing(f"Maven ('mvn') is needed once to fetch {', '.join(declared_artifacts(name))}: "
+                          "apt-get install maven, then run './run.sh setup' again")
+    cache.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    progress(f"resolving {name}: {', '.join(declared_artifacts(name))}")
+    with tempfile.TemporaryDirectory(prefix=f"jvm-{name}-", dir=cache) as tmp:
+        work = Path(tmp)
+        out_dir = work / "jars"
+        log = cache / f"{name}.mvn.log"
+        cmd = [mvn, "-B", "-f", str(_pom(name)), *_settings(repository, work),
+               "dependency:copy-dependencies", f"-DoutputDirectory={out_dir}"]
+        lines: list[str] = []
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              stdin=subprocess.DEVNULL) as proc:
+            assert proc.stdout is not None
+            fetched = 0
+            for line in proc.stdout:
+                lines.append(line)
+                if "Downloaded from" in line:
+                    fetched += 1
+                    if fetched % 25 == 1:
+                        progress(f"  {name}: {fetched} file(s) fetched, latest {line.split('/')[-1].split(' ')[0]}")
+        output = "".join(lines)
+        log.write_text(output)
+        if proc.returncode != 0 or not out_dir.is_dir():
+            raise _failure(name, output, log)
+        if name == "spark":  # Spark's own jars are on the classpath already; a second copy only conflicts
+            bundled = _bundled_with_pyspark()
+            for jar in out_dir.glob("*.jar"):
+                if _VERSION.sub("", jar.name) in bundled:
+                    jar.unlink()
+        target = cache / name
+        shutil.rmtree(target, ignore_errors=True)
+        out_dir.rename(target)
+    (target / STAMP).write_text(_stamp(name))
+    found = jars(name, cache)
+    size = sum(p.stat().st_size for p in found) / 1e6
+    progress(f"  {name}: {len(found)} jar(s), {size:.0f} MB, in {time.monotonic() - started:.0f} s")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argument_parser("python -m conf.jvm", "Resolve (once) and list the JVM dependency sets "
+                             "declared in jvm/<set>/pom.xml.")
+    parser.add_argument("action", choices=("resolve", "classpath"))
+    parser.add_argument("sets", nargs="*", help=f"default: every declared set ({', '.join(declared_sets())})")
+    args = parser.parse_args(argv)
+    cfg = load_config()
+    try:
+        for name in args.sets or declared_sets():
+            if args.action == "resolve":
+                resolve(name, repository=cfg.maven_repository, progress=lambda m: print(f"jvm: {m}", flush=True))
+            else:
+                print(":".join(str(p) for p in jars(name)))
+    except JarsMissing as exc:
+        print(f"jvm: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
