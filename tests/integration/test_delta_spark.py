@@ -33,9 +33,8 @@ def write_history(d: SinkDriver, t0: int) -> None:
         d.run_batch(events, t0 + n * 1000)
         n += 1
 
-    for g in range(4):
-        batch([reg(f"ds-{g}", 0, f"127.0.0.1:{30000 + g}", tps=topics("DsA", f"Ds{g}"), counter=1),
-               reg(f"ds-{g}", 1, f"127.0.0.1:{31000 + g}", tps=topics("DsA", f"Ds{g}"), counter=1)])
+    batch([reg(f"ds-{g}", bid, f"127.0.0.1:{30000 + 1000 * bid + g}", tps=topics("DsA", f"Ds{g}"), counter=1)
+           for g in range(4) for bid in (0, 1)])
     batch([reg("ds-0", 0, "127.0.0.1:30000", tps=topics("DsA", "Ds0", "DsNew", read=4), counter=2)])
     batch([ev.put_kv_event("ns", "k", "v1"), ev.put_kv_event("ns", "k2", "v2")])
     batch([unreg("ds-1", 1, "127.0.0.1:31001"), ev.update_config_event("enableTopicList", "false")])
@@ -53,7 +52,7 @@ def test_spark_reads_every_cut_as_delta_rs_does_across_maintenance(spark, tmp_pa
     d.run_batch([unreg("ds-9", 0, "127.0.0.1:30009")], t0 + 31_000)
 
     cuts = DeltaTable(str(warehouse / t.SNAPSHOTS.name)).to_pyarrow_table().to_pylist()
-    assert len(cuts) >= 8
+    assert len(cuts) >= 6
     compared = 0
     for table in t.CUT_TABLES:
         # Every version a cut names, read by each library; Spark's reads in one union (one job).
