@@ -19,26 +19,16 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from bench.system import cpu_seconds
+from ops.procs import tree
 from schemas import tables as t
 
-_TICKS = os.sysconf("SC_CLK_TCK")
 TOPICS_PER_GROUP = 100
 
 
 def _tree_cpu_s() -> float:
-    """CPU seconds of this process and its children still running (the local Spark JVM)."""
-    me = os.getpid()
-    total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(entry.name) == me or int(stat[1]) == me:
-            total += int(stat[11]) + int(stat[12])
-    return total / _TICKS
+    """CPU seconds of this process and its descendants (the local Spark JVM)."""
+    return cpu_seconds([p.pid for p in tree(os.getpid())])
 
 
 def queue_rows(groups: range, topics: int, perm: int) -> pa.Table:

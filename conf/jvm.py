@@ -1,8 +1,9 @@
 """JVM dependencies: declared once in `jvm/<set>/pom.xml`, resolved once with Maven into `.jvm/<set>/`.
 
-Two sets: `spark` (Delta for Spark and Spark's Kafka connector, on the job's classpath) and
-`rocketmq` (RocketMQ's NameServer, broker, tools and client: the peer of the tests and
-benchmarks). `./run.sh` resolves both during set-up (`python -m conf.jvm resolve`), with
+Three sets: `spark` (Delta for Spark and Spark's Kafka connector, on the job's classpath),
+`kafka` (Apache Kafka, a broker for the tests and benchmarks) and `rocketmq` (RocketMQ's
+NameServer, broker, tools and client: the peer of the tests and benchmarks). `./run.sh`
+resolves them during set-up (`python -m conf.jvm resolve`), with
 Maven's `dependency:copy-dependencies`, and records a stamp of the pom it resolved. Later starts
 compare the stamp and never ask a repository, so a machine that resolved once starts offline.
 
@@ -77,6 +78,15 @@ def jars(name: str, cache: Path = CACHE) -> list[Path]:
         raise JarsMissing(f"the JVM dependencies {', '.join(declared_artifacts(name))} (jvm/{name}/pom.xml) are not "
                           f"resolved in {cache / name}: run './run.sh setup' (needs Maven and a reachable repository)")
     return sorted((cache / name).glob("*.jar"))
+
+
+def delta_spark_conf() -> dict[str, str]:
+    """The Spark settings that put the `spark` set on the classpath (Spark ships `spark.jars` to
+    a cluster's executors) and make `format("delta")` and Delta SQL work: one definition for the
+    job, the notebooks and the benchmarks."""
+    return {"spark.jars": ",".join(str(p) for p in jars("spark")),
+            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog"}
 
 
 def _bundled_with_pyspark() -> set[str]:

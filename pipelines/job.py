@@ -47,13 +47,9 @@ def build_spark(cfg: Config, app_name: str = "namesrv"):
     # -Xss: on stop, Spark matches a regex over the interrupted Python source's traceback, which
     # overflows the default 1 MiB thread stack and prints a thousand-line StackOverflowError.
     java_opts = f"-Dlog4j2.configurationFile={log4j.as_uri()} -Xss32m"
-    # Delta for Spark and Spark's Kafka connector, resolved once by ./run.sh (conf/jvm.py); the
-    # standard spark.jars mechanism also ships them to a cluster's executors.
-    extra_jars = ",".join(str(p) for p in jvm.jars("spark"))
+    # Delta for Spark and Spark's Kafka connector, resolved once by ./run.sh (conf/jvm.py).
     spark = (SparkSession.builder.master(cfg.spark_master).appName(app_name)
-             .config("spark.jars", extra_jars)
-             .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-             .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+             .config(map=dict[str, Any](jvm.delta_spark_conf()))
              # Delta for Spark rebuilds a table's state with 50 shuffle partitions by default: 50
              # tasks per version read, for logs of a few kilobytes.
              .config("spark.databricks.delta.snapshotPartitions", str(cfg.shuffle_partitions))
