@@ -85,6 +85,31 @@ class Config:
                              "HTTP listen port (RocketMQ's remoting port is 9876; 0 = any free port, tests)",
                              maximum=65535)
     http_threads: int = setting("NAMESRV_HTTP_THREADS", 8, "Python threads of the granian worker", positive=True)
+    remoting_host: str = setting("NAMESRV_REMOTING_HOST", "127.0.0.1",
+                                 "listen address of the RocketMQ remoting front (TCP, RocketMQ's own protocol)")
+    remoting_port: int = setting("NAMESRV_REMOTING_PORT", 9876,
+                                 "remoting port brokers, clients and mqadmin use as `namesrvAddr` (0 = no remoting "
+                                 "front)", maximum=65535)
+    remoting_access_key: str = setting(
+        "NAMESRV_REMOTING_ACCESS_KEY", "",
+        "ACL access key that remoting admin writes (and, when set, broker requests) must be signed with; empty = "
+        "remoting admin writes refused")
+    remoting_secret_key: str = setting("NAMESRV_REMOTING_SECRET_KEY", "",
+                                       "the secret key of that pair (HmacSHA1, as RocketMQ's ACL client hook signs)",
+                                       secret=True)
+    remoting_broker_networks: str = setting(
+        "NAMESRV_REMOTING_BROKER_NETWORKS", "127.0.0.0/8,::1/128",
+        "CIDRs broker requests (register, unregister, heartbeat, data version) are accepted from")
+    remoting_idle_timeout_ms: int = setting("NAMESRV_REMOTING_IDLE_TIMEOUT_MS", 120000,
+                                            "a remoting connection silent this long is closed", positive=True)
+    remoting_write_wait_ms: int = setting(
+        "NAMESRV_REMOTING_WRITE_WAIT_MS", 3000,
+        "how long a remoting write (or a registration that adds topics) waits to be served before it is answered "
+        "(under mqadmin's 5 s timeout)")
+    remoting_heartbeat_coalesce_ms: int = setting(
+        "NAMESRV_REMOTING_HEARTBEAT_COALESCE_MS", 1000,
+        "heartbeats of one broker are forwarded at most once per window (the newest, with its receive time)",
+        positive=True)
     refresh_interval_ms: int = setting("NAMESRV_REFRESH_INTERVAL_MS", 200,
                                        "how often the server looks for a newer snapshot", positive=True)
     write_timeout_ms: int = setting("NAMESRV_WRITE_TIMEOUT_MS", 30000,

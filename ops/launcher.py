@@ -1,4 +1,5 @@
-"""What `./run.sh` runs: the embedded Kafka broker, the streaming job and the HTTP server.
+"""What `./run.sh` runs: the embedded Kafka broker, the streaming job, the HTTP server and the
+RocketMQ remoting front.
 
 It supervises them: a child that dies is restarted with exponential backoff (logged), and
 Ctrl-C / SIGTERM stops them in reverse order, each given time to finish cleanly. Children die
@@ -110,6 +111,11 @@ def children(cfg: Config) -> list[Child]:
     out.append(Child("http", [sys.executable, "-m", "serving"], logs / "http.log", 10,
                      port=(cfg.http_host, cfg.http_port, "(set NAMESRV_HTTP_PORT)"),
                      banner=f"{http_url(cfg)}  (try /topics/TopicTest/route, /cluster, /readyz)"))
+    if cfg.remoting_port:
+        out.append(Child("remoting", [sys.executable, "-m", "remoting"], logs / "remoting.log", 10,
+                         port=(cfg.remoting_host, cfg.remoting_port, "(set NAMESRV_REMOTING_PORT; 0 turns it off)"),
+                         banner=f"RocketMQ remoting on {cfg.remoting_host}:{cfg.remoting_port}  (namesrvAddr for "
+                                "brokers, clients and mqadmin)"))
     return out
 
 

@@ -11,11 +11,12 @@ class Proc:
     pid: int
     ppid: int
     rss_kib: int
-    role: str  # tansu, job-jvm, job, http, launcher, py-worker, other
+    role: str  # tansu, job-jvm, job, http, remoting, launcher, py-worker, other
 
 
 def _role(cmd: str) -> str:
     for marker, role in (("tansu", "tansu"), ("java", "job-jvm"), ("pipelines.job", "job"), ("-m serving", "http"),
+                         ("-m remoting", "remoting"),
                          ("ops.launcher", "launcher"), ("pyspark", "py-worker")):
         if marker in cmd:
             return role

@@ -67,7 +67,8 @@ def abandon_stale_chunks(st: GroupState, now_ms: int, cfg: RoutingConfig, res: R
 
 
 def pending_timeout(p: PendingRegistration, cfg: RoutingConfig) -> int:
-    timeout: int = p.header.get("heartbeatTimeoutMillis") or cfg.default_timeout_ms
+    given = p.header.get("heartbeatTimeoutMillis")
+    timeout: int = cfg.default_timeout_ms if given is None else given
     return timeout
 
 

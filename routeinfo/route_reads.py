@@ -52,6 +52,23 @@ def topic_route(snap: Snapshot, topic: str, *, zone: str | None = None) -> dict[
     return route
 
 
+def route_body(snap: Snapshot, topic: str) -> bytes | None:
+    """The encoded TopicRouteData of `topic` in this cut (standard JSON, sorted keys), or None.
+
+    Built on a topic's first lookup and kept with the cut (RocketMQ's issue #10982 asks for the
+    same): a hot topic costs one dict read after that, over HTTP and remoting alike. Misses are
+    not kept, so lookups of arbitrary names cannot grow the cache.
+    """
+    body = snap.route_bodies.get(topic)
+    if body is None:
+        route = topic_route(snap, topic)
+        if route is None:
+            return None
+        body = json.dumps(route, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        snap.route_bodies[topic] = body
+    return body
+
+
 def _acting_master_rewrite(route: dict[str, Any]) -> None:
     """§6.1.7: a read-only acting-master group shows its smallest-id slave as id 0."""
     if all("0" in bd["brokerAddrs"] for bd in route["brokerDatas"]):

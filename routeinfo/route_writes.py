@@ -194,7 +194,8 @@ def _refresh_live(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Re
     like a heartbeat for materialization (brokers re-register every 30 s)."""
     key = (e["clusterName"], e["brokerAddr"])
     live = LiveInfo(broker_id=e["brokerId"], last_update=e["time"],
-                    timeout_ms=e["heartbeatTimeoutMillis"] or cfg.default_timeout_ms,
+                    timeout_ms=cfg.default_timeout_ms if e["heartbeatTimeoutMillis"] is None
+                    else e["heartbeatTimeoutMillis"],
                     data_version=dict(e["dataVersion"]), ha_server_addr=e["haServerAddr"])
     prev = st.live.get(key)
     if prev is not None and (prev.broker_id, prev.timeout_ms, prev.data_version, prev.ha_server_addr) == (

@@ -28,6 +28,7 @@ from schemas.fields import (
     required,
     topic_config_table,
     validate_addr,
+    validate_broker_topic,
     validate_name,
     validate_topic,
 )
@@ -177,7 +178,7 @@ def _parse_register_broker(raw: Mapping[str, Any], event: dict[str, Any]) -> Non
     event["zoneName"] = None if zone is None else validate_name(zone, "zoneName")
     timeout = raw.get("heartbeatTimeoutMillis")
     event["heartbeatTimeoutMillis"] = None if timeout is None else int_in_range(
-        timeout, "heartbeatTimeoutMillis", 1, MAX_TIMEOUT_MS)
+        timeout, "heartbeatTimeoutMillis", 0, MAX_TIMEOUT_MS)
     acting = raw.get("enableActingMaster")
     if acting is not None and not isinstance(acting, bool):
         raise InvalidInput("enableActingMaster must be a boolean")
@@ -203,7 +204,8 @@ def _parse_broker_only(raw: Mapping[str, Any], event: dict[str, Any]) -> None:
 
 
 def _parse_delete_topic(raw: Mapping[str, Any], event: dict[str, Any]) -> None:
-    event["topic"] = validate_topic(required(raw, "topic"))
+    # Any name a broker could have registered can be deleted (§9.4); creating stays strict.
+    event["topic"] = validate_broker_topic(required(raw, "topic"))
     cluster = raw.get("clusterName")
     event["clusterName"] = None if cluster in (None, "") else validate_name(cluster, "clusterName")
 

@@ -22,7 +22,8 @@ RETRY_DLQ_MAX_LENGTH = 255
 NAME_MAX_LENGTH = 127
 MAX_QUEUE_NUMS = 65535
 MAX_BROKER_ID = 2**31 - 1
-MAX_TIMEOUT_MS = 24 * 3600 * 1000
+# RocketMQ takes any Long; the bound keeps `last update + timeout` inside a signed 64-bit deadline.
+MAX_TIMEOUT_MS = 2**62
 # A registration larger than one Kafka message is split into chunks (`events.chunk_registration`);
 # 10,000 chunks of 1 MiB is far beyond any broker (100,000 topics take about 12).
 MAX_CHUNKS = 10_000
@@ -34,6 +35,8 @@ TOPIC_CONFIG_FIELDS = frozenset({"topicName", "readQueueNums", "writeQueueNums",
 _TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_.:%|-]+$")
 _HOST_RE = re.compile(r"^[a-zA-Z0-9_.-]+$")
+_IPV6_RE = re.compile(r"^\[[0-9a-fA-F:.]+(%[a-zA-Z0-9_.-]+)?\]$")  # NetworkUtil writes "[addr]:port"
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 KV_TEXT_MAX = 64 * 1024
 
 
@@ -56,6 +59,19 @@ def validate_topic(topic: Any, field: str = "topic") -> str:
     return topic
 
 
+def validate_broker_topic(topic: Any, field: str = "topic") -> str:
+    """What a broker may register (§9.4): RocketMQ's NameServer takes any name, and 5.x brokers
+    create topics named after their cluster and broker names (`broker1.example.com`), POP retry
+    topics with `+`. Only blank, over-long or control-character names are refused."""
+    if not isinstance(topic, str) or not topic.strip():
+        raise InvalidInput(f"{field} must be a non-blank string")
+    if len(topic) > RETRY_DLQ_MAX_LENGTH:
+        raise InvalidInput(f"{field} '{topic[:40]}...' is longer than {RETRY_DLQ_MAX_LENGTH} characters")
+    if _CONTROL_RE.search(topic):
+        raise InvalidInput(f"{field} {topic[:40]!r} contains control characters")
+    return topic
+
+
 def validate_name(value: Any, field: str) -> str:
     """Cluster, broker and KV names: printable identifiers, so they are safe in paths and predicates."""
     if not isinstance(value, str) or not value:
@@ -68,11 +84,11 @@ def validate_name(value: Any, field: str) -> str:
 
 
 def validate_addr(value: Any, field: str) -> str:
-    """A `host:port` address, as brokers announce themselves."""
+    """A `host:port` address, as brokers announce themselves; IPv6 hosts in brackets (`[::1]:10911`)."""
     if not isinstance(value, str) or ":" not in value:
         raise InvalidInput(f"{field} must be a 'host:port' string")
     host, _, port = value.rpartition(":")
-    if not host or not _HOST_RE.fullmatch(host) or len(value) > 255:
+    if not host or not (_HOST_RE.fullmatch(host) or _IPV6_RE.fullmatch(host)) or len(value) > 255:
         raise InvalidInput(f"{field} '{value}' has an invalid host")
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise InvalidInput(f"{field} '{value}' has an invalid port")
@@ -125,7 +141,7 @@ def topic_config_table(raw: Any) -> dict[str, dict[str, Any]]:
         raise InvalidInput("topicConfigTable must be an object keyed by topic")
     table: dict[str, dict[str, Any]] = {}
     for topic, cfg in raw.items():
-        validate_topic(topic, "topicConfigTable key")
+        validate_broker_topic(topic, "topicConfigTable key")
         if not isinstance(cfg, dict):
             raise InvalidInput(f"topicConfigTable['{topic}'] must be an object")
         extra = sorted(set(cfg) - TOPIC_CONFIG_FIELDS)

@@ -54,3 +54,8 @@ def write_job_start(warehouse: Path, started_ms: int) -> None:
 def read_job_start(warehouse: Path) -> int | None:
     record = _read(warehouse, JOB_FILE)
     return None if record is None else int(record["startedAt"])
+
+
+def covers(offsets: dict[str, int], coords: list[tuple[int, int]]) -> bool:
+    """Whether consumed source `offsets` (partition -> next offset) include every (partition, offset)."""
+    return all(int(offsets.get(str(p), -1)) > o for p, o in coords)

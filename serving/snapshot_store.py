@@ -19,7 +19,7 @@ from deltalake import DeltaTable
 
 from routeinfo.snapshot import Snapshot, build_snapshot
 from schemas import tables as t
-from schemas.progress import read_job_start, read_progress
+from schemas.progress import covers, read_job_start, read_progress
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +133,10 @@ class SnapshotStore:
             return {str(k): int(v) for k, v in progress["sourceOffsets"].items()}
         return snap.source_offsets
 
+    def serves(self, coords: list[tuple[int, int]]) -> bool:
+        """Whether the served snapshot includes the events published at these (partition, offset)s."""
+        return covers(self.served_offsets(), coords)
+
     def not_ready(self) -> str | None:
         """Why this server should not take traffic yet (None: ready): it needs a served cut, and
         the job instance that runs now must have committed a batch since it started, so that a
@@ -210,6 +214,10 @@ class SnapshotStore:
             self._poke.set()
             with self._swapped:
                 self._swapped.wait(min(remaining, 0.05))
+
+    def poke(self) -> None:
+        """Ask the refresher to look for a newer cut now (a writer is waiting for one)."""
+        self._poke.set()
 
     def start(self) -> None:
         if self._thread is None:

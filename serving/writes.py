@@ -74,10 +74,6 @@ def _drop_publisher() -> None:
             pass
 
 
-def covers(offsets: dict[str, int], coords: list[tuple[int, int]]) -> bool:
-    return all(int(offsets.get(str(p), -1)) > o for p, o in coords)
-
-
 def publish(events: list[dict[str, Any]]) -> tuple[Snapshot | None, list[tuple[int, int]]]:
     """Publish `events`; return (the first snapshot that includes them, their offsets).
 
@@ -97,7 +93,7 @@ def publish(events: list[dict[str, Any]]) -> tuple[Snapshot | None, list[tuple[i
         return None, coords
     cfg: Config = current_app.config["NAMESRV"]
     snaps = store()
-    snap = snaps.wait_for(lambda s: covers(snaps.served_offsets(), coords), cfg.write_timeout_ms / 1000)
+    snap = snaps.wait_for(lambda s: snaps.serves(coords), cfg.write_timeout_ms / 1000)
     if snap is None:
         raise ApiError(504, "SYSTEM_BUSY", f"published, but not materialized within {cfg.write_timeout_ms} ms",
                        offsets=offsets_json(coords))

@@ -13,7 +13,7 @@ from typing import Any
 import requests
 
 from conf import Config, load_config
-from serving.writes import covers
+from schemas.progress import covers
 
 ADMIN_TOKEN = "test-admin-token"
 
@@ -67,7 +67,47 @@ class Pipeline:
             if not self._closing:
                 raise
 
+    def start_remoting(self, **env: str) -> Pipeline:
+        """The remoting front on a free port, its asyncio loop on a thread of this process
+        (`self.remoting_addr`); `env` overrides settings (key pair, networks, timeouts)."""
+        import asyncio
+        import dataclasses
+
+        from conf import load_config
+        from remoting.__main__ import build_front
+        overrides = load_config({**{f.metadata["env"]: str(getattr(self.cfg, f.name))
+                                    for f in dataclasses.fields(self.cfg)}, **env})
+        self.front = build_front(overrides)
+        self._loop = asyncio.new_event_loop()
+        started = threading.Event()
+
+        async def serve() -> None:
+            self._remoting_server = await self.front.serve("127.0.0.1", 0)
+            started.set()
+
+        threading.Thread(target=self._loop.run_forever, daemon=True, name="remoting-front").start()
+        asyncio.run_coroutine_threadsafe(serve(), self._loop).result(10)
+        started.wait(10)
+        port = self._remoting_server.sockets[0].getsockname()[1]
+        self.remoting_addr = f"127.0.0.1:{port}"
+        return self
+
+    def stop_remoting(self) -> None:
+        import asyncio
+        if getattr(self, "front", None) is None:
+            return
+
+        async def stop() -> None:
+            self._remoting_server.close()
+            await self.front.shutdown()
+
+        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(30)
+        self.front.store.stop()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self.front = None
+
     def close(self) -> None:
+        self.stop_remoting()
         self.stop_job()
         if self._server is not None:
             self._closing = True

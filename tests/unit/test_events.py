@@ -56,7 +56,7 @@ def test_builders_round_trip():
     ({"type": "REGISTER_BROKER", "clusterName": "C", "brokerName": "broker-a", "brokerId": 0,
       "brokerAddr": "nope"}, "broker-a", "host:port"),
     ({"type": "REGISTER_BROKER", "clusterName": "C", "brokerName": "broker-a", "brokerId": 0,
-      "brokerAddr": "1.2.3.4:5", "topicConfigTable": {"bad topic": {}}}, "broker-a", "characters outside"),
+      "brokerAddr": "1.2.3.4:5", "topicConfigTable": {"bad\ntopic": {}}}, "broker-a", "control characters"),
     ({"type": "REGISTER_BROKER", "clusterName": "C", "brokerName": "broker-a", "brokerId": 0,
       "brokerAddr": "1.2.3.4:5", "topicConfigTable": {"T": {"perm": 8}}}, "broker-a", "perm=8 is outside"),
     ({"type": "REGISTER_BROKER", "clusterName": "C", "brokerName": "broker-a", "brokerId": 0,
@@ -119,3 +119,22 @@ def test_names_with_a_trailing_newline_are_refused():
                          (lambda v: fields.validate_addr(v, "brokerAddr"), "127.0.0.1\n:10911")):
         with pytest.raises(fields.InvalidInput):
             check(value)
+
+
+def test_what_real_brokers_send_is_accepted_and_admin_names_stay_strict():
+    """A 5.3 broker named after its host registers topics of that name, may announce an IPv6
+    address and any timeout RocketMQ takes (§9.4); creating topics by admin stays strict."""
+    name = "broker1.example.com"
+    raw = {"type": "REGISTER_BROKER", "clusterName": "C", "brokerName": name, "brokerId": 0,
+           "brokerAddr": "[::1]:10911", "haServerAddr": "[fe80::1%eth0]:10912", "heartbeatTimeoutMillis": 0,
+           "topicConfigTable": {name: {}, "C": {}, "%RETRY%g+T": {}, "rmq_sys_SYNC_BROKER_MEMBER_" + name: {}}}
+    event = parse(raw, name)
+    assert set(event["topicConfigTable"]) == set(raw["topicConfigTable"])
+    assert event["heartbeatTimeoutMillis"] == 0 and event["brokerAddr"] == "[::1]:10911"
+    assert parse({**raw, "heartbeatTimeoutMillis": 30 * 24 * 3600 * 1000}, name)["heartbeatTimeoutMillis"] > 0
+    deleted = parse({"type": "DELETE_TOPIC_IN_NAMESRV", "topic": name, "brokerName": name}, name)
+    assert deleted["topic"] == name  # whatever a broker registered can be deleted
+    with pytest.raises(fields.InvalidInput, match="characters outside"):
+        parse({"type": "REGISTER_TOPIC_IN_NAMESRV", "topic": name, "brokerName": name}, name)
+    with pytest.raises(fields.InvalidInput, match="invalid host"):
+        parse({**raw, "brokerAddr": "[not-ipv6]:1"}, name)

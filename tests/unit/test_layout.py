@@ -14,7 +14,7 @@ import pytest
 from conf import settings_table
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("conf", "schemas", "routeinfo", "eventlog", "pipelines", "serving", "ops", "fleet")
+PRODUCT = ("conf", "schemas", "routeinfo", "eventlog", "pipelines", "serving", "remoting", "ops", "fleet")
 
 
 def imported_packages(package: str) -> dict[str, set[str]]:
@@ -41,6 +41,8 @@ def imported_packages(package: str) -> dict[str, set[str]]:
     # the server reads Delta and answers; the streaming job's modules are not its business
     ("serving", {"pipelines", "pyspark", "ops", "fleet", "tests"}),
     ("pipelines", {"serving", "flask", "ops", "fleet", "tests"}),
+    # the remoting front reads cuts like the HTTP server, but is no Flask app
+    ("remoting", {"flask", "pyspark", "pipelines", "ops", "fleet", "tests"}),
     ("ops", {"serving", "flask", "tests"}),
     ("fleet", {"flask", "tests"}),  # the soak times snapshot loads with serving.snapshot_store
     ("bench", {"tests"}),

@@ -7,8 +7,9 @@ import pytest
 
 from pipelines.maintenance import MIN_RETENTION_MS, retention_properties
 from schemas.fields import InvalidInput
+from schemas.progress import covers
 from serving.params import parse_instant, parse_int
-from serving.writes import TOKEN, covers
+from serving.writes import TOKEN
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -1,0 +1,383 @@
+"""The remoting front: RocketMQ's TCP protocol in front of the served snapshot and the event log.
+
+One asyncio loop holds every connection. Reads are answered inline from the served cut
+(`remoting.replies`); writes are published to Kafka on one publishing thread, in the order
+they arrived, and answered once Kafka acknowledged them (and, for admin writes and
+registrations that add topics, once the served cut has them, within a bound).
+
+The front also does what only the holder of a broker's TCP connection can do, as RocketMQ's
+BrokerHousekeepingService does: when a connection that registered a broker closes, the broker is
+unregistered (unless a newer registration of that address arrived on another connection), so a
+crashed broker leaves routes within seconds instead of after its heartbeat timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from conf import Config
+from remoting import acl, bodies, codes, replies, requests
+from remoting.protocol import Command, FrameError, decode, encode_response, next_frame
+from remoting.replies import Reply, error, ok
+from routeinfo import route_reads
+from routeinfo.snapshot import Snapshot
+from schemas.fields import DEFAULT_QUEUE_NUMS, MASTER_ID, InvalidInput
+
+log = logging.getLogger("namesrv.remoting")
+NOT_READY = "name server not ready"
+
+
+class PublishFailed(Exception):
+    """Kafka did not acknowledge; nothing was written."""
+
+
+@dataclass
+class Registered:
+    broker_name: str
+    broker_id: int
+    generation: int
+
+
+@dataclass
+class Connection(asyncio.Protocol):
+    front: Front
+    ident: int
+    peer: str = ""
+    transport: asyncio.Transport | None = None
+    last_active: float = 0.0
+    registered: dict[tuple[str, str], Registered] = field(default_factory=dict)  # (cluster, addr) -> what
+    _buf: bytearray = field(default_factory=bytearray)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = str(peer[0]) if peer else ""
+        self.last_active = time.monotonic()
+        self.front.connections[self.ident] = self
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        self._buf += data
+        used = 0
+        try:
+            while True:
+                found = next_frame(self._buf, self.front.max_frame_bytes, used)
+                if found is None:
+                    break
+                frame, size = found
+                used += size
+                cmd = decode(frame)
+                if not cmd.is_response:  # a stray response has nobody waiting for it: ignored, as in Java
+                    self.front.dispatch(self, cmd)
+        except FrameError as exc:
+            log.warning("closing %s: bad frame (%s)", self.peer, exc)
+            self.close()
+            return
+        if used:
+            del self._buf[:used]
+
+    def answer(self, cmd: Command, reply: Reply) -> None:
+        if cmd.oneway or self.transport is None or self.transport.is_closing():
+            return
+        self.transport.write(encode_response(cmd.opaque, reply.code, remark=reply.remark, ext=reply.ext,
+                                             body=reply.body))
+
+    def pause_writing(self) -> None:  # a client that does not read its answers stops being read
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.front.connections.pop(self.ident, None)
+        self.front.channel_closed(self)
+
+
+class Front:
+    """Connections, dispatch and the write path; `store` is the served-snapshot holder
+    (serving.snapshot_store.SnapshotStore), `publisher_factory` builds an EventPublisher."""
+
+    def __init__(self, cfg: Config, store: Any, publisher_factory: Callable[[], Any],
+                 *, max_frame_bytes: int | None = None) -> None:
+        from remoting.protocol import MAX_FRAME_BYTES
+        self.cfg = cfg
+        self.store = store
+        self.max_frame_bytes = max_frame_bytes or MAX_FRAME_BYTES
+        self.connections: dict[int, Connection] = {}
+        self._ids = itertools.count(1)
+        self._generations = itertools.count(1)
+        self._owner: dict[tuple[str, str], tuple[int, int]] = {}  # (cluster, addr) -> (connection, generation)
+        self._heartbeats: dict[tuple[str, str], dict[str, Any]] = {}
+        self._publisher_factory = publisher_factory
+        self._publisher: Any = None
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="publish")  # one thread: events keep their order
+        self._networks = acl.parse_networks(cfg.remoting_broker_networks)
+        self._keys = (cfg.remoting_access_key, cfg.remoting_secret_key) \
+            if cfg.remoting_access_key and cfg.remoting_secret_key else None
+        self._closing = False
+        self.idle_timeout_s = cfg.remoting_idle_timeout_ms / 1000
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._last_drop_log = 0.0
+        self.read_only = {"listenPort": str(cfg.remoting_port),
+                          "deleteTopicWithBrokerRegistration": str(cfg.delete_topic_with_broker_registration).lower(),
+                          "defaultHeartbeatTimeoutMillis": str(cfg.broker_timeout_ms)}
+        self._writes: dict[int, Callable[[Connection, Command], Awaitable[Reply]]] = {
+            codes.REGISTER_BROKER: self._register, codes.UNREGISTER_BROKER: self._unregister,
+            codes.PUT_KV_CONFIG: lambda c, cmd: self._admin([requests.put_kv(cmd.ext)]),
+            codes.DELETE_KV_CONFIG: lambda c, cmd: self._admin([requests.delete_kv(cmd.ext)]),
+            codes.WIPE_WRITE_PERM_OF_BROKER: lambda c, cmd: self._write_perm(cmd, wipe=True),
+            codes.ADD_WRITE_PERM_OF_BROKER: lambda c, cmd: self._write_perm(cmd, wipe=False),
+            codes.DELETE_TOPIC_IN_NAMESRV: lambda c, cmd: self._with_snapshot(lambda s: requests.delete_topic(s, cmd.ext)),
+            codes.REGISTER_TOPIC_IN_NAMESRV: lambda c, cmd: self._with_snapshot(
+                lambda s: requests.register_topic(s, cmd.ext, cmd.body)),
+            codes.UPDATE_NAMESRV_CONFIG: lambda c, cmd: self._admin(requests.update_config(cmd.body)),
+        }
+
+    # ------------------------------------------------------------ connections
+
+    def protocol(self) -> Connection:
+        return Connection(self, next(self._ids))
+
+    async def serve(self, host: str, port: int) -> asyncio.Server:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(self.protocol, host, port, backlog=1024, reuse_address=True)
+        self._spawn(self._sweep())
+        self._spawn(self._flush_heartbeats())
+        return server
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _sweep(self) -> None:
+        """Close connections idle longer than NAMESRV_REMOTING_IDLE_TIMEOUT_MS (Java: 120 s)."""
+        while True:
+            idle_s = self.idle_timeout_s
+            await asyncio.sleep(min(1.0, idle_s / 4))
+            cutoff = time.monotonic() - idle_s
+            for conn in [c for c in self.connections.values() if c.last_active < cutoff]:
+                log.info("closing %s: idle for %.0f s", conn.peer, idle_s)
+                conn.close()
+
+    async def shutdown(self) -> None:
+        """Stop without unregistering anyone: brokers reconnect to the next instance."""
+        self._closing = True
+        await self._flush_once()
+        for conn in list(self.connections.values()):
+            conn.close()
+        for task in list(self._tasks):
+            task.cancel()
+        self._pool.shutdown(wait=True)
+        if self._publisher is not None:
+            try:
+                self._publisher.close()
+            except Exception:  # closing a broken producer must not hide the shutdown
+                pass
+
+    def channel_closed(self, conn: Connection) -> None:
+        """RocketMQ's onChannelDestroy: unregister what this connection registered, unless a
+        newer registration of the same address came over another connection."""
+        if self._closing:
+            return
+        for (cluster, addr), reg in conn.registered.items():
+            if self._owner.get((cluster, addr)) != (conn.ident, reg.generation):
+                continue
+            del self._owner[(cluster, addr)]
+            self._heartbeats.pop((cluster, addr), None)
+            event = requests.validated({"type": "UNREGISTER_BROKER", "clusterName": cluster, "brokerAddr": addr,
+                                        "brokerName": reg.broker_name, "brokerId": reg.broker_id,
+                                        "timestamp": _now_ms()}, _now_ms())
+            log.info("connection of broker %s (%s, %s) closed: unregistering it", reg.broker_name, cluster, addr)
+            self._spawn(self._publish_logged([event], "unregistering a closed connection's broker"))
+
+    # ------------------------------------------------------------ dispatch
+
+    def dispatch(self, conn: Connection, cmd: Command) -> None:
+        code = cmd.code
+        refused = self._refused(conn, cmd)
+        if refused is not None:
+            log.warning("refused code %d from %s: %s", code, conn.peer, refused)
+            conn.answer(cmd, error(codes.NO_PERMISSION, refused))
+            return
+        read = replies.READS.get(code)
+        if read is not None:
+            snap = self.store.current
+            conn.answer(cmd, error(codes.SYSTEM_ERROR, NOT_READY) if snap.snapshot_id is None else read(snap, cmd.ext))
+        elif code == codes.GET_NAMESRV_CONFIG:
+            conn.answer(cmd, replies.namesrv_config(self.store.current, self.read_only))
+        elif code in (codes.BROKER_HEARTBEAT, codes.QUERY_DATA_VERSION):
+            conn.answer(cmd, self._heartbeat(cmd))
+        elif code in self._writes:
+            self._spawn(self._write(conn, cmd, self._writes[code]))
+        else:
+            conn.answer(cmd, error(codes.REQUEST_CODE_NOT_SUPPORTED, codes.not_supported(code)))
+
+    def _refused(self, conn: Connection, cmd: Command) -> str | None:
+        if cmd.code in codes.BROKER_CODES:
+            if not acl.in_networks(conn.peer, self._networks):
+                return f"broker requests are not accepted from {conn.peer} (NAMESRV_REMOTING_BROKER_NETWORKS)"
+            return None if self._keys is None else acl.check(cmd.ext, cmd.body, *self._keys)
+        if cmd.code in codes.ADMIN_WRITES:
+            if self._keys is None:
+                return ("admin writes over remoting are disabled: set NAMESRV_REMOTING_ACCESS_KEY and "
+                        "NAMESRV_REMOTING_SECRET_KEY and sign with them (mqadmin: conf/tools.yml)")
+            return acl.check(cmd.ext, cmd.body, *self._keys)
+        return None
+
+    async def _write(self, conn: Connection, cmd: Command,
+                     handler: Callable[[Connection, Command], Awaitable[Reply]]) -> None:
+        try:
+            reply = await handler(conn, cmd)
+        except (InvalidInput, bodies.BodyError) as exc:
+            reply = error(codes.SYSTEM_ERROR, str(exc))
+        except requests.NotAllowed as exc:
+            reply = error(codes.NO_PERMISSION, str(exc))
+        except PublishFailed as exc:
+            reply = error(codes.SYSTEM_ERROR, str(exc))
+        except Exception as exc:  # answered like Java's exceptionSimpleDesc; the front keeps serving
+            log.exception("code %d from %s failed", cmd.code, conn.peer)
+            reply = error(codes.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"[:300])
+        conn.answer(cmd, reply)
+
+    # ------------------------------------------------------------ broker requests
+
+    def _heartbeat(self, cmd: Command) -> Reply:
+        """904 and 322 (one-way or not) refresh liveness: the newest per broker is forwarded once per window."""
+        try:
+            event = requests.heartbeat(cmd, _now_ms())
+        except InvalidInput as exc:
+            return error(codes.SYSTEM_ERROR, str(exc))
+        self._heartbeats[(event["clusterName"], event["brokerAddr"])] = event
+        if cmd.code == codes.BROKER_HEARTBEAT:
+            return ok()
+        return replies.data_version(self.store.current, cmd.ext, bodies.data_version_or_none(cmd.body))
+
+    async def _flush_heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self.cfg.remoting_heartbeat_coalesce_ms / 1000)
+            await self._flush_once()
+
+    async def _flush_once(self) -> None:
+        if not self._heartbeats:
+            return
+        batch, self._heartbeats = list(self._heartbeats.values()), {}
+        try:
+            await self._publish(batch)
+        except PublishFailed as exc:
+            now = time.monotonic()
+            if now - self._last_drop_log > 30:
+                self._last_drop_log = now
+                log.warning("dropped %d heartbeat(s): %s", len(batch), exc)
+
+    async def _register(self, conn: Connection, cmd: Command) -> Reply:
+        crc = requests._long(cmd.ext, "bodyCrc32", required=False)
+        if crc and bodies.crc32(cmd.body) != crc:
+            return error(codes.SYSTEM_ERROR, "crc32 not match")
+        event = requests.registration(cmd, _now_ms())
+        adds = _adds_topics(self.store.current, event)
+        coords = await self._publish([event])
+        key = (event["clusterName"], event["brokerAddr"])
+        generation = next(self._generations)
+        self._owner[key] = (conn.ident, generation)
+        conn.registered[key] = Registered(event["brokerName"], event["brokerId"], generation)
+        snap = (await self._served(coords)) if adds else self.store.current
+        ext: dict[str, str] = {}
+        if event["brokerId"] != MASTER_ID:
+            master = route_reads.master_of(snap, event["brokerName"])
+            ext.update({k: v for k, v in master.items() if v is not None})
+        return Reply(codes.SUCCESS, ext=ext, body=replies.order_topic_config(snap))
+
+    async def _unregister(self, conn: Connection, cmd: Command) -> Reply:
+        event = requests.unregistration(cmd, _now_ms())
+        await self._publish([event])
+        key = (event["clusterName"], event["brokerAddr"])
+        conn.registered.pop(key, None)
+        if self._owner.get(key, (None,))[0] == conn.ident:
+            del self._owner[key]
+        return ok()
+
+    # ------------------------------------------------------------ admin requests
+
+    async def _admin(self, events: list[dict[str, Any]]) -> Reply:
+        await self._served(await self._publish(events)) if events else None
+        return ok()
+
+    async def _with_snapshot(self, build: Callable[[Snapshot], list[dict[str, Any]]]) -> Reply:
+        snap = self.store.current
+        if snap.snapshot_id is None:
+            return error(codes.SYSTEM_ERROR, NOT_READY)
+        return await self._admin(build(snap))
+
+    async def _write_perm(self, cmd: Command, *, wipe: bool) -> Reply:
+        event = requests.write_perm(cmd.ext, wipe=wipe)
+        snap = await self._served(await self._publish([event]))
+        count = route_reads.topics_hosted_by(snap, event["brokerName"])
+        return ok(ext={"wipeTopicCount" if wipe else "addTopicCount": str(count)})
+
+    # ------------------------------------------------------------ the event log and the served cut
+
+    async def _publish(self, events: list[dict[str, Any]]) -> list[tuple[int, int]]:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._publish_sync, events)
+
+    def _publish_sync(self, events: list[dict[str, Any]]) -> list[tuple[int, int]]:
+        try:
+            if self._publisher is None:
+                self._publisher = self._publisher_factory()
+            coords: list[tuple[int, int]] = self._publisher.publish(events)
+            return coords
+        except Exception as exc:
+            broken, self._publisher = self._publisher, None
+            if broken is not None:
+                try:
+                    broken.close()
+                except Exception:
+                    pass
+            raise PublishFailed(f"the event log (Kafka at {self.cfg.bootstrap}) is unavailable "
+                                f"({type(exc).__name__}); nothing was written, retry later") from None
+
+    async def _publish_logged(self, events: list[dict[str, Any]], what: str) -> None:
+        try:
+            await self._publish(events)
+        except PublishFailed as exc:
+            log.warning("%s failed: %s", what, exc)
+
+    async def _served(self, coords: list[tuple[int, int]]) -> Snapshot:
+        """The served cut once it includes `coords`, or the current one after the bound."""
+        deadline = time.monotonic() + self.cfg.remoting_write_wait_ms / 1000
+        while True:
+            snap: Snapshot = self.store.current
+            if self.store.serves(coords) or time.monotonic() >= deadline:
+                return snap
+            self.store.poke()
+            await asyncio.sleep(0.02)
+
+
+def _adds_topics(snap: Snapshot, event: dict[str, Any]) -> bool:
+    """A registration whose topics the served cut does not have yet, for this broker, as given:
+    its answer waits for them (mqadmin's updateTopic then topicRoute must see the topic)."""
+    name = event["brokerName"]
+    for topic, cfg in event["topicConfigTable"].items():
+        mine = [q for q in snap.topics.get(topic, []) if q["brokerName"] == name]
+        asked = (cfg.get("readQueueNums", DEFAULT_QUEUE_NUMS), cfg.get("writeQueueNums", DEFAULT_QUEUE_NUMS))
+        if not mine or (mine[0]["readQueueNums"], mine[0]["writeQueueNums"]) != asked:
+            return True
+    return False
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,216 @@
+"""RocketMQ's remoting frames and command headers (pure): decoding requests, encoding answers.
+
+A frame is `int32 length | int32 (serializeType << 24 | headerLength) | header | body`, the
+length counting everything after itself. Headers come in two encodings, JSON (0, Java's
+default) and ROCKETMQ (1, a binary layout the official benchmark tools switch to); a Java
+NameServer decodes both and answers in its own configured encoding, JSON, whatever the request
+used; so do we. Anything that does not decode is a `FrameError`: the caller closes that one
+connection, as RocketMQ's NettyDecoder does.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+JSON, ROCKETMQ = 0, 1
+MAX_FRAME_BYTES = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength's default
+RESPONSE_FLAG, ONEWAY_FLAG = 1, 2
+# MQVersion.Version ordinals that change how a NameServer reads or answers (see docs/remoting.md)
+V3_0_11, V4_9_4, V5_0_0, V5_3_3 = 37, 401, 413, 479
+LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS",
+             "RUST", "NODE_JS")
+
+
+class FrameError(ValueError):
+    """A frame that cannot be decoded; the connection it came on is closed."""
+
+
+@dataclass
+class Command:
+    """One decoded request (or, in tests and the benchmark client, a response)."""
+
+    code: int
+    opaque: int
+    flag: int = 0
+    ext: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    version: int = 0
+    language: str = "JAVA"
+    remark: str | None = None
+    serialize_type: int = JSON
+
+    @property
+    def oneway(self) -> bool:
+        return bool(self.flag & ONEWAY_FLAG)
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & RESPONSE_FLAG)
+
+
+def next_frame(buf: bytearray | bytes, max_frame_bytes: int = MAX_FRAME_BYTES, start: int = 0) -> tuple[bytes, int] | None:
+    """The first complete frame in `buf[start:]` (without its length field) and the bytes it
+    used, or None while it is incomplete. A length below 4 or above the limit is a FrameError at
+    once: waiting for 2 GiB that will never be accepted would only hold memory."""
+    if len(buf) - start < 4:
+        return None
+    (length,) = struct.unpack_from(">i", buf, start)
+    if length < 4 or length > max_frame_bytes:
+        raise FrameError(f"frame length {length} is outside 4..{max_frame_bytes}")
+    if len(buf) - start < 4 + length:
+        return None
+    return bytes(buf[start + 4:start + 4 + length]), 4 + length
+
+
+def decode(frame: bytes) -> Command:
+    """A frame's header and body (the frame without its leading length field)."""
+    if len(frame) < 4:
+        raise FrameError("frame shorter than its header-length field")
+    (mark,) = struct.unpack_from(">I", frame, 0)
+    stype, header_len = mark >> 24, mark & 0xFFFFFF
+    if header_len > len(frame) - 4:
+        raise FrameError(f"header length {header_len} exceeds the frame ({len(frame) - 4} bytes)")
+    header = frame[4:4 + header_len]
+    body = frame[4 + header_len:]
+    if stype == JSON:
+        cmd = _decode_json(header)
+    elif stype == ROCKETMQ:
+        cmd = _decode_rocketmq(header)
+    else:
+        raise FrameError(f"unknown serialize type {stype}")
+    cmd.body = body
+    cmd.serialize_type = stype
+    return cmd
+
+
+def _decode_json(header: bytes) -> Command:
+    try:
+        raw = json.loads(header.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise FrameError(f"JSON header does not parse: {exc}") from None
+    if not isinstance(raw, dict):
+        raise FrameError("JSON header is not an object")
+    ext = raw.get("extFields")
+    if ext is not None and not isinstance(ext, dict):
+        raise FrameError("extFields is not an object")
+    remark = raw.get("remark")
+    language = raw.get("language", "JAVA")
+    return Command(code=_int(raw.get("code"), "code", required=True), opaque=_int(raw.get("opaque"), "opaque"),
+                   flag=_int(raw.get("flag"), "flag"), ext=_ext_strings(ext or {}),
+                   version=_int(raw.get("version"), "version"),
+                   language=language if isinstance(language, str) else "OTHER",
+                   remark=remark if isinstance(remark, str) else None)
+
+
+def _int(value: Any, name: str, *, required: bool = False) -> int:
+    if value is None and not required:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not -2**31 <= value < 2**31:
+        raise FrameError(f"header field {name} must be a 32-bit integer, not {value!r}"[:200])
+    return value
+
+
+def _ext_strings(ext: dict[str, Any]) -> dict[str, str]:
+    """extFields as Java sees them, a Map<String,String>: numbers and booleans become their text
+    (fastjson does that), nulls are dropped, nested values become their JSON text."""
+    out: dict[str, str] = {}
+    for key, value in ext.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        elif isinstance(value, str):
+            out[key] = value
+        elif isinstance(value, (int, float)):
+            out[key] = str(value)
+        else:
+            out[key] = json.dumps(value, separators=(",", ":"))
+    return out
+
+
+def _decode_rocketmq(header: bytes) -> Command:
+    """RocketMQSerializable's layout: code(int16) language(int8) version(int16) opaque(int32)
+    flag(int32) remark(int32 len + UTF-8) ext(int32 len + {int16 len key, int32 len value}*).
+    A string of length 0 is null, as in Java."""
+    try:
+        code, lang, version, opaque, flag = struct.unpack_from(">hbhii", header, 0)
+        pos = 13
+        remark, pos = _string(header, pos, 4)
+        (ext_len,) = struct.unpack_from(">i", header, pos)
+        pos += 4
+        if ext_len < 0 or pos + ext_len > len(header):
+            raise FrameError(f"extFields length {ext_len} exceeds the header")
+        end = pos + ext_len
+        ext: dict[str, str] = {}
+        while pos < end:
+            key, pos = _string(header, pos, 2, end)
+            value, pos = _string(header, pos, 4, end)
+            if key is not None and value is not None:
+                ext[key] = value
+    except struct.error:
+        raise FrameError("ROCKETMQ header is truncated") from None
+    language = LANGUAGES[lang] if 0 <= lang < len(LANGUAGES) else "OTHER"
+    return Command(code=code, opaque=opaque, flag=flag, ext=ext, version=version, language=language, remark=remark)
+
+
+def _string(buf: bytes, pos: int, width: int, end: int | None = None) -> tuple[str | None, int]:
+    (n,) = struct.unpack_from(">h" if width == 2 else ">i", buf, pos)
+    pos += width
+    limit = len(buf) if end is None else end
+    if n < 0 or pos + n > limit:
+        raise FrameError(f"string length {n} exceeds the header")
+    if n == 0:
+        return None, pos
+    try:
+        return buf[pos:pos + n].decode("utf-8"), pos + n
+    except UnicodeDecodeError:
+        raise FrameError("header string is not UTF-8") from None
+
+
+# ---------------------------------------------------------------- encoding
+
+def encode_response(opaque: int, code: int, *, remark: str | None = None, ext: dict[str, str] | None = None,
+                    body: bytes = b"") -> bytes:
+    """An answer as a Java 5.3.3 NameServer writes it: a JSON header with fastjson's field
+    order (alphabetical, nulls omitted), `language` JAVA, the response flag set."""
+    header: dict[str, Any] = {"code": code}
+    if ext is not None:
+        header["extFields"] = ext
+    header.update(flag=RESPONSE_FLAG, language="JAVA", opaque=opaque)
+    if remark is not None:
+        header["remark"] = remark
+    header.update(serializeTypeCurrentRPC="JSON", version=V5_3_3)
+    return _frame(JSON, json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8"), body)
+
+
+def encode_request(code: int, opaque: int, *, ext: dict[str, str] | None = None, body: bytes = b"",
+                   oneway: bool = False, serialize_type: int = JSON, version: int = V5_3_3,
+                   language: str = "JAVA") -> bytes:
+    """A request as a Java client writes it (for tests, the benchmark and the fuzzer)."""
+    flag = ONEWAY_FLAG if oneway else 0
+    if serialize_type == ROCKETMQ:
+        return _frame(ROCKETMQ, _rocketmq_header(code, LANGUAGES.index(language), version, opaque, flag, None,
+                                                 ext or {}), body)
+    header: dict[str, Any] = {"code": code}
+    if ext is not None:
+        header["extFields"] = ext
+    header.update(flag=flag, language=language, opaque=opaque, serializeTypeCurrentRPC="JSON", version=version)
+    return _frame(JSON, json.dumps(header, separators=(",", ":")).encode("utf-8"), body)
+
+
+def _rocketmq_header(code: int, lang: int, version: int, opaque: int, flag: int, remark: str | None,
+                     ext: dict[str, str]) -> bytes:
+    parts = [struct.pack(">hbhii", code, lang, version, opaque, flag)]
+    r = (remark or "").encode("utf-8")
+    parts.append(struct.pack(">i", len(r)) + r)
+    entries = b"".join(struct.pack(">h", len(k.encode())) + k.encode() + struct.pack(">i", len(v.encode())) + v.encode()
+                       for k, v in ext.items())
+    parts.append(struct.pack(">i", len(entries)) + entries)
+    return b"".join(parts)
+
+
+def _frame(stype: int, header: bytes, body: bytes) -> bytes:
+    return struct.pack(">iI", 4 + len(header) + len(body), (stype << 24) | len(header)) + header + body

@@ -1,0 +1,139 @@
+"""Write requests as events (pure): what a broker or mqadmin asked for, in the event contract.
+
+Broker requests (103, 104, 322, 904) become REGISTER_BROKER / UNREGISTER_BROKER /
+BROKER_HEARTBEAT stamped with the time the front received them: RocketMQ measures liveness on
+the NameServer's clock, not the broker's. Admin requests become the same events the HTTP admin
+API publishes, with the same strict name rules. Every event is validated by the contract's own
+parser before it is published, so a bad request is answered with its reason instead of
+becoming a dead letter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from remoting import bodies
+from remoting.protocol import Command
+from routeinfo import admin_fanout
+from routeinfo.snapshot import Snapshot
+from schemas import events as ev
+from schemas import fields
+from schemas.fields import InvalidInput
+
+# The contract's per-record limit does not apply here: a large registration is chunked by the
+# publisher; validation only needs to see the whole event once.
+_NO_LIMIT = 2**62
+
+
+def _long(ext: Mapping[str, str], name: str, *, required: bool = True) -> int | None:
+    """Java's lenient header decoding: a Long field that is absent or does not parse is null."""
+    raw = ext.get(name)
+    if raw is None or raw == "":
+        if required:
+            raise InvalidInput(f"missing required header field '{name}'")
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidInput(f"header field {name}={raw[:40]!r} is not an integer") from None
+
+
+def _bool(ext: Mapping[str, str], name: str) -> bool | None:
+    raw = ext.get(name)
+    return None if raw is None else raw.strip().lower() == "true"
+
+
+def validated(event: dict[str, Any], now_ms: int) -> dict[str, Any]:
+    """`event` if the contract accepts it; InvalidInput with the dead-letter reason otherwise."""
+    key, value = ev.encode(event)
+    ev.parse_event(value, key=key.decode(), record_time_ms=now_ms, max_message_bytes=_NO_LIMIT,
+                   max_clock_skew_ms=_NO_LIMIT)
+    return event
+
+
+def registration(cmd: Command, now_ms: int) -> dict[str, Any]:
+    """103 as REGISTER_BROKER. Raises InvalidInput, or bodies.BodyError for a body that does not decode."""
+    ext = cmd.ext
+    reg = bodies.decode_registration(cmd.body, version=cmd.version, compressed=_bool(ext, "compressed") or False)
+    event = ev.register_broker_event(
+        cluster=ext.get("clusterName") or "", broker_name=ext.get("brokerName") or "",
+        broker_id=_long(ext, "brokerId") or 0, addr=ext.get("brokerAddr") or "",
+        ha_addr=ext.get("haServerAddr") or None, topics=reg.topics, data_version=reg.data_version,
+        timeout_ms=_long(ext, "heartbeatTimeoutMillis", required=False),
+        enable_acting_master=_bool(ext, "enableActingMaster"), zone=ext.get("__ZONE_NAME") or None,
+        filter_servers=reg.filter_servers, timestamp=now_ms)
+    return validated(event, now_ms)
+
+
+def unregistration(cmd: Command, now_ms: int) -> dict[str, Any]:
+    ext = cmd.ext
+    event = ev.unregister_broker_event(cluster=ext.get("clusterName") or "", broker_name=ext.get("brokerName") or "",
+                                       broker_id=_long(ext, "brokerId") or 0, addr=ext.get("brokerAddr") or "")
+    return validated({**event, "timestamp": now_ms}, now_ms)
+
+
+def heartbeat(cmd: Command, now_ms: int) -> dict[str, Any]:
+    """904 (clusterName, brokerAddr, brokerName; no brokerId) or 322 (with brokerId and a DataVersion body)."""
+    ext = cmd.ext
+    event: dict[str, Any] = {"type": ev.BROKER_HEARTBEAT, "clusterName": ext.get("clusterName") or "",
+                             "brokerName": ext.get("brokerName") or "", "brokerAddr": ext.get("brokerAddr") or "",
+                             "timestamp": now_ms}
+    broker_id = _long(ext, "brokerId", required=False)
+    if broker_id is not None:
+        event["brokerId"] = broker_id
+    return validated(event, now_ms)
+
+
+# ---------------------------------------------------------------- admin writes (strict names)
+
+def put_kv(ext: Mapping[str, str]) -> dict[str, Any]:
+    ns, key = ext.get("namespace"), ext.get("key")
+    if ns is None or key is None:
+        raise InvalidInput("namespace or key is null")  # RocketMQ's remark
+    return validated(ev.put_kv_event(fields.validate_name(ns, "namespace"), key, ext.get("value") or ""), 0)
+
+
+def delete_kv(ext: Mapping[str, str]) -> dict[str, Any]:
+    ns, key = ext.get("namespace"), ext.get("key")
+    if ns is None or key is None:
+        raise InvalidInput("namespace or key is null")
+    return validated(ev.delete_kv_event(fields.validate_name(ns, "namespace"), key), 0)
+
+
+def write_perm(ext: Mapping[str, str], *, wipe: bool) -> dict[str, Any]:
+    name = fields.validate_name(ext.get("brokerName"), "brokerName")
+    return ev.wipe_write_perm_event(name) if wipe else ev.add_write_perm_event(name)
+
+
+def delete_topic(snap: Snapshot, ext: Mapping[str, str]) -> list[dict[str, Any]]:
+    """216: any name a broker could have registered may be deleted; the cluster is optional."""
+    topic = fields.validate_broker_topic(ext.get("topic"), "topic")
+    cluster = ext.get("clusterName") or None
+    if cluster is not None:
+        fields.validate_name(cluster, "clusterName")
+    return [validated(e, 0) for e in admin_fanout.delete_topic(snap, topic, cluster)]
+
+
+def register_topic(snap: Snapshot, ext: Mapping[str, str], body: bytes) -> list[dict[str, Any]]:
+    """217: TopicRouteData's queueDatas, names checked as strictly as over HTTP."""
+    topic = fields.validate_topic(ext.get("topic"))
+    queue_datas = [{"brokerName": fields.validate_name(q.get("brokerName"), f"queueDatas[{i}].brokerName"),
+                    **fields.queue_fields(q, f"queueDatas[{i}]")} for i, q in enumerate(bodies.queue_datas(body))]
+    return [validated(e, 0) for e in admin_fanout.register_topic(snap, topic, queue_datas)]
+
+
+class NotAllowed(Exception):
+    """318 named a key outside the allow-list (NO_PERMISSION)."""
+
+
+def update_config(body: bytes) -> list[dict[str, Any]]:
+    """318: allow-listed switches only; any other key refuses the whole request."""
+    if not body:
+        return []
+    props = bodies.parse_properties(body.decode("latin-1"))  # Properties.load reads ISO-8859-1
+    refused = sorted(k for k in props if k not in ev.RUNTIME_SWITCHES)
+    if refused:
+        raise NotAllowed(f"Can not update config {', '.join(refused)[:200]}: only the runtime switches "
+                         f"{', '.join(sorted(ev.RUNTIME_SWITCHES))} may be changed")
+    return [ev.update_config_event(k, ev.validate_switch(k, v)) for k, v in sorted(props.items())]
