@@ -45,7 +45,7 @@ class System:
         self.data = Path(tempfile.mkdtemp(prefix="namesrv-bench-"))
         self.env = {**os.environ, "NAMESRV_DATA_DIR": str(self.data), "NAMESRV_KAFKA_BOOTSTRAP": "",
                     "NAMESRV_KAFKA_EMBEDDED_PORT": str(free_port()), "NAMESRV_HTTP_PORT": str(free_port()),
-                    "NAMESRV_ADMIN_TOKEN": "bench", **env}
+                    "NAMESRV_REMOTING_PORT": str(free_port()), "NAMESRV_ADMIN_TOKEN": "bench", **env}
         self.cfg: Config = load_config(self.env)
         self.url = f"http://127.0.0.1:{self.cfg.http_port}"
         self.launcher: subprocess.Popen | None = None

@@ -17,6 +17,8 @@ import requests
 from eventlog.publisher import EventPublisher
 from ops.net import free_port
 from ops.procs import processes
+from remoting import codes
+from remoting.client import RemotingClient
 from tests.helpers import DEFAULTS, reg, topics
 
 pytestmark = pytest.mark.integration
@@ -24,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def children(pid: int) -> dict[str, int]:
-    """The launcher's direct children by role (job, http, tansu)."""
+    """The launcher's direct children by role (job, http, remoting, tansu)."""
     return {p.role: p.pid for p in processes() if p.ppid == pid}
 
 
@@ -41,11 +43,20 @@ def wait(probe, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def remoting_route(port: int, topic: str) -> int | None:
+    """The response code of GET_ROUTEINFO_BY_TOPIC over remoting (None: not listening)."""
+    try:
+        with RemotingClient(f"127.0.0.1:{port}", timeout_s=5) as c:
+            return c.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}).code
+    except OSError:
+        return None
+
+
 def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path, figures):
-    http_port, kafka_port = free_port(), free_port()
+    http_port, kafka_port, remoting_port = free_port(), free_port(), free_port()
     env = {**os.environ, "NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_KAFKA_BOOTSTRAP": "",
            "NAMESRV_KAFKA_EMBEDDED_PORT": str(kafka_port), "NAMESRV_HTTP_PORT": str(http_port),
-           "NAMESRV_TRIGGER_INTERVAL_MS": "500"}
+           "NAMESRV_REMOTING_PORT": str(remoting_port), "NAMESRV_TRIGGER_INTERVAL_MS": "500"}
     url = f"http://127.0.0.1:{http_port}"
     # After set-up nothing needs a repository: an unreachable one changes nothing.
     env["NAMESRV_MAVEN_REPOSITORY"] = "http://127.0.0.1:9/maven2"
@@ -68,7 +79,10 @@ def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path, figures):
                 f"ready -> first registration served in {served - ready:.1f} s")
         assert served - ready < 10, "ready means a registration is served within a few batches"
 
+        assert remoting_route(remoting_port, "SupTopic") == 0  # the remoting front serves the same cut
         kids = children(launcher.pid)
+        os.kill(kids["remoting"], signal.SIGKILL)
+        wait(lambda: remoting_route(remoting_port, "SupTopic") == 0, 60, "the remoting front's restart")
         os.kill(kids["job"], signal.SIGKILL)
         assert requests.get(url + "/topics/SupTopic/route", timeout=5).status_code == 200  # job down: still served
         os.kill(kids["http"], signal.SIGKILL)
@@ -78,6 +92,7 @@ def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path, figures):
         log = (tmp_path / "logs" / "launcher.log").read_text()
         assert "job exited with code -9; restarting in" in log and "http exited with code -9" in log
         assert "job restarted (restart #1)" in log and "http restarted (restart #1)" in log
+        assert "remoting exited with code -9" in log and "remoting restarted (restart #1)" in log
         with EventPublisher(f"127.0.0.1:{kafka_port}", "namesrv-events", max_message_bytes=DEFAULTS.max_message_bytes) as pub:
             pub.publish([reg("sup-b", 0, "127.0.0.1:36921", tps=topics("SupNew", "SupBase"))])
         wait(lambda: requests.get(url + "/topics/SupNew/route", timeout=2).status_code == 200, 90,

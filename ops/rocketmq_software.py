@@ -1,0 +1,272 @@
+"""RocketMQ's own software, run small on 127.0.0.1 from the jars `./run.sh` resolved (jvm/rocketmq):
+its NameServer, brokers (master, slave), mqadmin and a Java producer/consumer.
+
+The tests point them at our remoting front; the benchmark runs RocketMQ's NameServer beside it.
+Each process gets a scratch home (`-Duser.home`, `-Drocketmq.home.dir`: stores, logs, configs
+live there) and names its logback configuration explicitly: with every jar on one classpath,
+a process without `-Drmq.logback.configurationFile` would pick the broker's.
+
+    ns = start_namesrv()                       # RocketMQ's NameServer on a free port
+    broker = start_broker(ns.addr, broker_name="broker-a")
+    print(mqadmin(ns.addr, "clusterList").stdout)
+    run_client("Produce", ns.addr, "TopicTest", "100")
+    broker.stop(); ns.stop()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from conf import jvm
+from ops.net import free_port, port_is_free, wait_for_port
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = ROOT / "jvm" / "rocketmq" / "programs"
+_OPENS = ["--add-exports=java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens=java.base/java.nio=ALL-UNNAMED",
+          "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED"]
+_SMALL = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k"]
+
+
+def classpath(extra: list[Path] | None = None) -> str:
+    return os.pathsep.join(str(p) for p in [*(extra or []), *jvm.jars("rocketmq")])
+
+
+def java(main: str, *args: str, home: Path, logback: str, heap: str = "128m", props: dict[str, str] | None = None,
+         extra_cp: list[Path] | None = None, opts: list[str] | None = None) -> list[str]:
+    """The java command line for one of RocketMQ's entry points (or a program of ours)."""
+    flags = [f"-D{k}={v}" for k, v in (props or {}).items()]
+    return ["java", f"-Xmx{heap}", "-Xms32m", *_SMALL, *_OPENS, *(opts or []), f"-Duser.home={home}",
+            f"-Drocketmq.home.dir={home}", f"-Drmq.logback.configurationFile={logback}", *flags,
+            "-cp", classpath(extra_cp), main, *args]
+
+
+@dataclass
+class JavaProcess:
+    name: str
+    proc: subprocess.Popen[bytes]
+    home: Path
+    log_path: Path
+    addr: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """SIGTERM: RocketMQ's shutdown hooks run (a broker unregisters from its NameServers)."""
+        if self.alive():
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.proc.wait()
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hook, the TCP connections just drop (a crash)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+def _spawn(name: str, argv: list[str], home: Path) -> JavaProcess:
+    log_path = home / f"{name}.out"
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=home)
+    return JavaProcess(name, proc, home, log_path)
+
+
+def _await(p: JavaProcess, port: int, banner: str, timeout_s: float) -> JavaProcess:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not p.alive():
+            raise RuntimeError(f"{p.name} exited with {p.proc.returncode}:\n{p.log_text()[-3000:]}")
+        if banner in p.log_text():
+            wait_for_port(port, max(1.0, deadline - time.monotonic()))
+            return p
+        time.sleep(0.2)
+    p.kill()
+    raise TimeoutError(f"{p.name} did not start within {timeout_s:.0f} s:\n{p.log_text()[-3000:]}")
+
+
+def _home(prefix: str) -> Path:
+    home = Path(tempfile.mkdtemp(prefix=prefix))
+    (home / "conf").mkdir()
+    return home
+
+
+def start_namesrv(port: int | None = None, *, timeout_s: float = 60.0) -> JavaProcess:
+    """RocketMQ's NameServer (NamesrvStartup), small: 2 worker threads, 128 MiB heap."""
+    port = port or free_port()
+    home = _home("rmq-namesrv-")
+    conf = home / "namesrv.properties"
+    conf.write_text("\n".join([f"listenPort={port}", "bindAddress=127.0.0.1", f"kvConfigPath={home}/kvConfig.json",
+                               "defaultThreadPoolNums=2", "clientRequestThreadPoolNums=2", "serverWorkerThreads=2",
+                               "serverSelectorThreads=1", ""]))
+    p = _spawn("namesrv", java("org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf), home=home,
+                               logback="rmq.namesrv.logback.xml",
+                               opts=["-XX:MaxDirectMemorySize=64m", "-Dio.netty.allocator.numDirectArenas=1"]), home)
+    p.addr = f"127.0.0.1:{port}"
+    return _await(p, port, "The Name Server boot success", timeout_s)
+
+
+def broker_port() -> int:
+    """A listen port p with p-2 (the broker's fast port) and p+1 (its HA port) free as well."""
+    for _ in range(200):
+        p = free_port()
+        if p > 2 and all(port_is_free(q) for q in (p - 2, p + 1)):
+            return p
+    raise RuntimeError("no free port triple for a broker")
+
+
+def start_broker(namesrv_addr: str, *, cluster: str = "DefaultCluster", broker_name: str = "broker-a",
+                 broker_id: int = 0, port: int | None = None, extra: dict[str, str] | None = None,
+                 access_key: str | None = None, secret_key: str | None = None, timeout_s: float = 90.0,
+                 env: dict[str, str] | None = None) -> JavaProcess:
+    """A broker (BrokerStartup) with small stores; `extra` adds broker.conf properties.
+    With a key pair it signs its NameServer requests (`innerClientAuthenticationCredentials`)."""
+    port = port or broker_port()
+    home = _home(f"rmq-{broker_name}-{broker_id}-")
+    store = home / "store"
+    props = {
+        "brokerClusterName": cluster, "brokerName": broker_name, "brokerId": str(broker_id),
+        "brokerRole": "ASYNC_MASTER" if broker_id == 0 else "SLAVE", "flushDiskType": "ASYNC_FLUSH",
+        "namesrvAddr": namesrv_addr, "brokerIP1": "127.0.0.1", "brokerIP2": "127.0.0.1", "listenPort": str(port),
+        "haListenPort": str(port + 1), "bindAddress": "127.0.0.1", "storePathRootDir": str(store),
+        "storePathCommitLog": str(store / "commitlog"), "autoCreateTopicEnable": "true",
+        "mappedFileSizeCommitLog": str(64 * 1024 * 1024), "mappedFileSizeConsumeQueue": "120000",
+        # the timer wheel stays on (38.7 MB of direct memory): 5.3.3's deleteTopic in the broker fails
+        # without it (TimerMessageStore is null), and mqadmin's deleteTopic never reaches the NameServer
+        "timerWheelEnable": "true", "mappedFileSizeTimerLog": str(16 * 1024 * 1024), "messageIndexEnable": "false",
+        "diskSpaceWarningLevelRatio": "98",
+        "serverWorkerThreads": "2", "serverSelectorThreads": "1", **(extra or {})}
+    if access_key and secret_key:
+        props["innerClientAuthenticationCredentials"] = f'{{"accessKey":"{access_key}","secretKey":"{secret_key}"}}'
+        # 5.3 stores that inner user in its auth metadata at start, so a metadata provider is required
+        props.setdefault("authenticationMetadataProvider",
+                         "org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider")
+    conf = home / "broker.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    argv = java("org.apache.rocketmq.broker.BrokerStartup", "-c", str(conf), home=home,
+                logback="rmq.broker.logback.xml", heap="256m",
+                opts=["-XX:MaxDirectMemorySize=128m", "-Dio.netty.allocator.numDirectArenas=2", "-Xms256m"])
+    if env:
+        argv = ["env", *(f"{k}={v}" for k, v in env.items()), *argv]
+    p = _spawn(f"broker-{broker_name}-{broker_id}", argv, home)
+    p.addr = f"127.0.0.1:{port}"
+    p.extra = {"ha": f"127.0.0.1:{port + 1}", "brokerName": broker_name}
+    return _await(p, port, "boot success", timeout_s)
+
+
+def _tools_home(access_key: str | None, secret_key: str | None) -> Path:
+    home = _home("rmq-tools-")
+    if access_key and secret_key:  # mqadmin signs with ${ROCKETMQ_HOME}/conf/tools.yml
+        (home / "conf" / "tools.yml").write_text(f"accessKey: {access_key}\nsecretKey: {secret_key}\n")
+    return home
+
+
+def mqadmin(namesrv_addr: str, command: str, *args: str, access_key: str | None = None,
+            secret_key: str | None = None, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """`mqadmin <command> -n <addr> <args>` (MQAdminStartup); signs when given a key pair."""
+    home = _tools_home(access_key, secret_key)
+    try:
+        return subprocess.run(java("org.apache.rocketmq.tools.command.MQAdminStartup", command, "-n", namesrv_addr,
+                                   *args, home=home, logback="rmq.tools.logback.xml"),
+                              capture_output=True, text=True, timeout=timeout_s, cwd=home)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+class AdminShell:
+    """mqadmin commands run one after another in one JVM (jvm/rocketmq/programs/AdminShell.java
+    calls MQAdminStartup.main0, what the mqadmin script runs): a JVM start per command costs ~5 s.
+    With a key pair, every command signs (conf/tools.yml)."""
+
+    def __init__(self, namesrv_addr: str, *, access_key: str | None = None, secret_key: str | None = None) -> None:
+        self.namesrv_addr = namesrv_addr
+        self.home = _tools_home(access_key, secret_key)
+        self.proc = subprocess.Popen(java("AdminShell", home=self.home, logback="rmq.tools.logback.xml",
+                                          extra_cp=[compiled_programs()]),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, cwd=self.home, start_new_session=True)
+
+    def run(self, command: str, *args: str) -> str:
+        """The command's output (stdout and stderr, in order)."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("\t".join([command, "-n", self.namesrv_addr, *args]) + "\n")
+        self.proc.stdin.flush()
+        lines: list[str] = []
+        for line in self.proc.stdout:
+            if line.rstrip("\n") == "@@END@@":
+                return "".join(lines)
+            lines.append(line)
+        raise RuntimeError(f"mqadmin shell exited ({self.proc.poll()}): {''.join(lines)[-2000:]}")
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def __enter__(self) -> AdminShell:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def compiled_programs() -> Path:
+    """Our Java programs (jvm/rocketmq/programs/*.java) compiled once per source hash into .jvm/."""
+    sources = sorted(PROGRAMS.glob("*.java"))
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
+    out = ROOT / ".jvm" / "rocketmq-programs" / digest
+    if not (out / ".done").exists():
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        subprocess.run(["javac", "-nowarn", "-cp", classpath(), "-d", str(out), *map(str, sources)], check=True,
+                       capture_output=True, text=True)
+        (out / ".done").write_text("")
+    return out
+
+
+def run_client(program: str, *args: str, timeout_s: float = 120.0, serialize_type: str | None = None,
+               access_key: str | None = None, secret_key: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run one of our Java client programs (Produce, Consume, RouteLoad); `serialize_type="ROCKETMQ"`
+    makes the client send binary headers, as RocketMQ's benchmark tools do."""
+    home = _home("rmq-client-")
+    props = {"rocketmq.client.logRoot": str(home / "logs")}
+    if serialize_type:
+        props["rocketmq.serialize.type"] = serialize_type
+    try:
+        env = {**os.environ, **({"RMQ_ACCESS_KEY": access_key, "RMQ_SECRET_KEY": secret_key}
+                                if access_key and secret_key else {})}
+        return subprocess.run(java(program, *args, home=home, logback="rmq.client.logback.xml", heap="192m",
+                                   props=props, extra_cp=[compiled_programs()]),
+                              capture_output=True, text=True, timeout=timeout_s, cwd=home, env=env)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
