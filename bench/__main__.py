@@ -25,7 +25,7 @@ from ops.apache_kafka import start_kafka
 ROOT = Path(__file__).resolve().parent.parent
 
 
-PARTS = ("system", "serving", "offline", "memory", "sources", "writers")
+PARTS = ("system", "serving", "offline", "memory", "sources", "writers", "remoting")
 LAST_RUN = ROOT / "bench" / "last-run.json"
 
 
@@ -355,6 +355,91 @@ def writers_benchmark(rep: Report, quick: bool) -> None:
         for r in results])
 
 
+def remoting_benchmark(rep: Report, quick: bool) -> None:
+    """Route lookups (code 105) over RocketMQ's protocol, 64 connections, the same Java load
+    generator against our remoting front and RocketMQ's own NameServer holding the same routes."""
+    import json as _json
+
+    from ops import rocketmq_software as rmq
+    from ops.procs import processes
+    from remoting import bodies, codes
+    from remoting.client import RemotingClient
+    brokers, per_broker = 10, 10
+    seconds, warmup = (10, 3) if quick else (30, 5)
+    topics = [f"BenchTopic-{i}" for i in range(brokers * per_broker)]
+
+    def register_all(addr: str) -> list[RemotingClient]:
+        conns = []
+        for b in range(brokers):
+            table = {t: {"readQueueNums": 8, "writeQueueNums": 8} for t in topics[b * per_broker:(b + 1) * per_broker]}
+            body = bodies.encode_registration(table, {"timestamp": 1, "counter": 1, "stateVersion": 0})
+            c = RemotingClient(addr)  # kept open: closing a broker's connection unregisters it
+            answer = c.call(codes.REGISTER_BROKER, {
+                "brokerName": f"bench-{b}", "brokerAddr": f"127.0.0.1:{41000 + b}", "clusterName": "BenchCluster",
+                "brokerId": "0", "haServerAddr": f"127.0.0.1:{42000 + b}", "enableActingMaster": "false",
+                "compressed": "false", "bodyCrc32": str(bodies.crc32(body))}, body)
+            assert answer.code == codes.SUCCESS, answer.remark
+            conns.append(c)
+        with RemotingClient(addr) as c:
+            deadline = time.monotonic() + 60
+            while c.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topics[-1]}).code != codes.SUCCESS:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"routes not served by {addr}")
+                time.sleep(0.2)
+        return conns
+
+    def load(addr: str) -> dict[str, Any]:
+        out = rmq.run_client("RouteLoad", addr, ",".join(topics), "64", str(warmup), str(seconds),
+                             timeout_s=seconds + warmup + 60)
+        if out.returncode != 0:
+            raise RuntimeError(out.stdout + out.stderr[-2000:])
+        result: dict[str, Any] = _json.loads(out.stdout.strip().splitlines()[-1])
+        return result
+
+    def rss_mib(pid: int) -> float:
+        return next((p.rss_kib for p in processes() if p.pid == pid), 0) / 1024
+
+    with System() as s:
+        ours_addr = f"127.0.0.1:{s.cfg.remoting_port}"
+        conns = register_all(ours_addr)
+        front = next(p for p in processes() if p.role == "remoting" and p.ppid == s.launcher.pid)  # type: ignore[union-attr]
+        ours = load(ours_addr)
+        ours["rss_mib"] = rss_mib(front.pid)
+        for c in conns:
+            c.close()
+    java_ns = rmq.start_namesrv()
+    try:
+        conns = register_all(java_ns.addr)
+        theirs = load(java_ns.addr)
+        theirs["rss_mib"] = rss_mib(java_ns.proc.pid)
+        for c in conns:
+            c.close()
+    finally:
+        java_ns.cleanup()
+    rep.raw["remoting"] = {"ours": ours, "rocketmq": theirs}
+    ratio = ours["rps"] / max(theirs["rps"], 1)
+    rep.target("route lookups over remoting (code 105), 64 connections, vs RocketMQ's NameServer",
+               "≥ the Java NameServer's lookups/s, p99 ≤ 5 ms",
+               f"{ours['rps']:,.0f}/s (p99 {ours['p99_us'] / 1000:.2f} ms) vs {theirs['rps']:,.0f}/s "
+               f"(p99 {theirs['p99_us'] / 1000:.2f} ms): ratio {ratio:.2f}; front RSS {ours['rss_mib']:.0f} MiB",
+               ratio >= 1 and ours["p99_us"] <= 5000)
+    rep.section("Remoting side by side with RocketMQ's NameServer", [
+        f"The same load generator (`jvm/rocketmq/programs/RouteLoad.java`: 64 connections, one request in flight "
+        f"each, JSON headers as a 5.3.3 client writes them, {warmup} s warm-up, {seconds} s measured) asks for the "
+        f"routes of {len(topics)} topics ({brokers} brokers registered over remoting on each side) from our remoting "
+        "front (part of the running system: Tansu, job, HTTP server beside it) and from RocketMQ 5.3.3's NameServer "
+        "(NamesrvStartup from the same jars, 128 MiB heap, 2 worker threads), one after the other in this run.", "",
+        "| | ours (remoting front) | RocketMQ NameServer | ratio ours/RocketMQ |", "|---|---|---|---|",
+        f"| lookups/s | {ours['rps']:,.0f} | {theirs['rps']:,.0f} | {ratio:.2f} |",
+        f"| p50 | {ours['p50_us'] / 1000:.2f} ms | {theirs['p50_us'] / 1000:.2f} ms | "
+        f"{ours['p50_us'] / max(theirs['p50_us'], 1):.2f} |",
+        f"| p99 | {ours['p99_us'] / 1000:.2f} ms | {theirs['p99_us'] / 1000:.2f} ms | "
+        f"{ours['p99_us'] / max(theirs['p99_us'], 1):.2f} |",
+        f"| errors | {ours['errors']} | {theirs['errors']} | |",
+        f"| RSS of the serving process | {ours['rss_mib']:.0f} MiB | {theirs['rss_mib']:.0f} MiB | "
+        f"{ours['rss_mib'] / max(theirs['rss_mib'], 1):.2f} |"])
+
+
 def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
     ap = argument_parser("./run.sh bench", __doc__.split("\n\n")[0])
@@ -369,7 +454,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         rep.load_previous()
     parts = {"system": system_benchmarks, "serving": serving_benchmarks, "offline": offline_benchmarks,
-             "memory": memory_benchmark, "sources": sources_benchmark, "writers": writers_benchmark}
+             "memory": memory_benchmark, "sources": sources_benchmark, "writers": writers_benchmark,
+             "remoting": remoting_benchmark}
     for name, fn in parts.items():
         if args.only and name not in args.only:
             continue
