@@ -22,13 +22,15 @@ class EventPublisher:
     """
 
     def __init__(self, bootstrap: str, topic: str, *, max_message_bytes: int,
-                 max_request_size: int = _MAX_REQUEST_BYTES) -> None:
+                 max_request_size: int = _MAX_REQUEST_BYTES, connect_timeout_ms: int = 10_000) -> None:
+        """`connect_timeout_ms` bounds how long a send waits for an unreachable broker (the
+        remoting front uses less than mqadmin's 5 s, so its error arrives in time)."""
         from kafka import KafkaProducer
         self.topic = topic
         self.max_message_bytes = max_message_bytes
         self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5,
                                        max_request_size=max_request_size, request_timeout_ms=10_000,
-                                       max_block_ms=10_000, bootstrap_timeout_ms=10_000,
+                                       max_block_ms=connect_timeout_ms, bootstrap_timeout_ms=connect_timeout_ms,
                                        delivery_timeout_ms=20_000)
 
     def publish(self, events: Iterable[Mapping[str, Any]]) -> list[tuple[int, int]]:

@@ -84,8 +84,12 @@ class JavaProcess:
             pass
         self.proc.wait()
 
-    def cleanup(self) -> None:
-        self.stop()
+    def cleanup(self, *, graceful: bool = False) -> None:
+        """Stop (SIGTERM, `graceful`: a broker's shutdown takes ~10 s) or kill, and remove its home."""
+        if graceful:
+            self.stop()
+        else:
+            self.kill()
         shutil.rmtree(self.home, ignore_errors=True)
 
 

@@ -14,9 +14,23 @@ import sys
 from conf import Config, load_config
 from conf.logs import setup_logging
 from conf.version import argument_parser
+from remoting import acl
 from remoting.front import Front
 
 log = logging.getLogger("namesrv.remoting")
+# A write to an unreachable Kafka fails after this long: under mqadmin's 5 s request timeout.
+PUBLISH_CONNECT_TIMEOUT_MS = 3000
+
+
+def configuration_problem(cfg: Config) -> str | None:
+    """What makes the remoting settings unusable, named by variable (None: they are fine)."""
+    try:
+        acl.parse_networks(cfg.remoting_broker_networks)
+    except ValueError as exc:
+        return f"NAMESRV_REMOTING_BROKER_NETWORKS: {exc}"
+    if bool(cfg.remoting_access_key) != bool(cfg.remoting_secret_key):
+        return "NAMESRV_REMOTING_ACCESS_KEY and NAMESRV_REMOTING_SECRET_KEY must be set together (or neither)"
+    return None
 
 
 def build_front(cfg: Config, *, start_refresher: bool = True) -> Front:
@@ -27,8 +41,8 @@ def build_front(cfg: Config, *, start_refresher: bool = True) -> Front:
     store.refresh()
     if start_refresher:
         store.start()
-    return Front(cfg, store, lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic,
-                                                    max_message_bytes=cfg.max_message_bytes))
+    return Front(cfg, store, lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes,
+                                                    connect_timeout_ms=PUBLISH_CONNECT_TIMEOUT_MS))
 
 
 async def run(cfg: Config) -> None:
@@ -53,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     if cfg.remoting_port == 0:
         log.error("NAMESRV_REMOTING_PORT=0 turns the remoting front off; nothing to run")
+        return 2
+    problem = configuration_problem(cfg)
+    if problem is not None:
+        log.error("%s", problem)
         return 2
     asyncio.run(run(cfg))
     return 0

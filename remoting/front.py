@@ -32,6 +32,7 @@ from schemas.fields import DEFAULT_QUEUE_NUMS, MASTER_ID, InvalidInput
 
 log = logging.getLogger("namesrv.remoting")
 NOT_READY = "name server not ready"
+RETRY_AFTER_FAILURE_S = 5.0
 
 
 class PublishFailed(Exception):
@@ -124,6 +125,7 @@ class Front:
         self._heartbeats: dict[tuple[str, str], dict[str, Any]] = {}
         self._publisher_factory = publisher_factory
         self._publisher: Any = None
+        self._failure: tuple[float, str] | None = None  # (when, remark) of the last failed publish
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="publish")  # one thread: events keep their order
         self._networks = acl.parse_networks(cfg.remoting_broker_networks)
         self._keys = (cfg.remoting_access_key, cfg.remoting_secret_key) \
@@ -190,8 +192,8 @@ class Front:
                 pass
 
     def channel_closed(self, conn: Connection) -> None:
-        """RocketMQ's onChannelDestroy: unregister what this connection registered, unless a
-        newer registration of the same address came over another connection."""
+        """RocketMQ's onChannelDestroy (§5.2): unregister what this connection registered, unless
+        a newer registration of the same address came over another connection."""
         if self._closing:
             return
         for (cluster, addr), reg in conn.registered.items():
@@ -289,9 +291,11 @@ class Front:
         if crc and bodies.crc32(cmd.body) != crc:
             return error(codes.SYSTEM_ERROR, "crc32 not match")
         event = requests.registration(cmd, _now_ms())
+        key = (event["clusterName"], event["brokerAddr"])
+        if key not in self._owner and requests.single_topic_of_unknown(self.store.current, event):
+            return error(codes.SYSTEM_ERROR, "register broker failed")  # §3.2.7, answered as RocketMQ does
         adds = _adds_topics(self.store.current, event)
         coords = await self._publish([event])
-        key = (event["clusterName"], event["brokerAddr"])
         generation = next(self._generations)
         self._owner[key] = (conn.ident, generation)
         conn.registered[key] = Registered(event["brokerName"], event["brokerId"], generation)
@@ -335,10 +339,15 @@ class Front:
         return await asyncio.get_running_loop().run_in_executor(self._pool, self._publish_sync, events)
 
     def _publish_sync(self, events: list[dict[str, Any]]) -> list[tuple[int, int]]:
+        """Publish on the publishing thread. After a failure, writes fail at once for
+        RETRY_AFTER_FAILURE_S instead of each waiting out the connect timeout again."""
+        if self._failure is not None and time.monotonic() - self._failure[0] < RETRY_AFTER_FAILURE_S:
+            raise PublishFailed(self._failure[1])
         try:
             if self._publisher is None:
                 self._publisher = self._publisher_factory()
             coords: list[tuple[int, int]] = self._publisher.publish(events)
+            self._failure = None
             return coords
         except Exception as exc:
             broken, self._publisher = self._publisher, None
@@ -347,8 +356,10 @@ class Front:
                     broken.close()
                 except Exception:
                     pass
-            raise PublishFailed(f"the event log (Kafka at {self.cfg.bootstrap}) is unavailable "
-                                f"({type(exc).__name__}); nothing was written, retry later") from None
+            remark = (f"the event log (Kafka at {self.cfg.bootstrap}) is unavailable ({type(exc).__name__}); "
+                      "nothing was written, retry later")
+            self._failure = (time.monotonic(), remark)
+            raise PublishFailed(remark) from None
 
     async def _publish_logged(self, events: list[dict[str, Any]], what: str) -> None:
         try:

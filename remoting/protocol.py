@@ -176,6 +176,9 @@ def encode_response(opaque: int, code: int, *, remark: str | None = None, ext: d
                     body: bytes = b"") -> bytes:
     """An answer as a Java 5.3.3 NameServer writes it: a JSON header with fastjson's field
     order (alphabetical, nulls omitted), `language` JAVA, the response flag set."""
+    if ext is None and remark is None:  # most answers (every route lookup): no JSON encoder needed
+        return _frame(JSON, b'{"code":%d,"flag":1,"language":"JAVA","opaque":%d,"serializeTypeCurrentRPC":"JSON",'
+                            b'"version":%d}' % (code, opaque, V5_3_3), body)
     header: dict[str, Any] = {"code": code}
     if ext is not None:
         header["extFields"] = ext

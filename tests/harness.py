@@ -16,6 +16,7 @@ from conf import Config, load_config
 from schemas.progress import covers
 
 ADMIN_TOKEN = "test-admin-token"
+REMOTING_AK, REMOTING_SK = "test-ak", "test-sk-0123456789"  # the remoting key pair of `remoting_system`
 
 
 class Pipeline:

@@ -33,7 +33,8 @@ def malformed(rnd: random.Random, i: int) -> tuple[bytes | None, bytes | None]:
     if kind == 4:
         return key, json.dumps({**base, "type": rnd.choice(["REGISTER", "", "DROP_ALL", 7])}).encode()
     if kind == 5:
-        return key, json.dumps({**base, "topicConfigTable": {"bad topic!": {}}}).encode()  # invalid topic
+        bad = rnd.choice(["bad\ttopic", "new\nline", "x" * 256, " "])  # what no broker registers
+        return key, json.dumps({**base, "topicConfigTable": {bad: {}}}).encode()           # invalid topic
     if kind == 6:
         bad = rnd.choice(["has space", "", "x" * 200, "semi;colon"])
         return key, json.dumps({**base, "brokerName": bad}).encode()                      # invalid broker name

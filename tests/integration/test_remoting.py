@@ -19,21 +19,17 @@ import pytest
 from remoting import acl, bodies, codes
 from remoting.client import RemotingClient
 from remoting.protocol import JSON, ROCKETMQ, encode_request
+from tests.harness import REMOTING_AK as AK
+from tests.harness import REMOTING_SK as SK
 from tests.harness import Pipeline
 
 pytestmark = pytest.mark.integration
-AK, SK = "test-ak", "test-sk-0123456789"
 DV = {"counter": 1, "stateVersion": 0, "timestamp": 1_700_000_000_000}
 
 
 @pytest.fixture(scope="module")
-def system(spark, kafka_bootstrap, tmp_path_factory):
-    p = Pipeline(spark, kafka_bootstrap, tmp_path_factory.mktemp("remoting"))
-    p.start_job().start_http().start_remoting(
-        NAMESRV_REMOTING_ACCESS_KEY=AK, NAMESRV_REMOTING_SECRET_KEY=SK, NAMESRV_REMOTING_WRITE_WAIT_MS="8000")
-    p.wait_for(lambda: p.front.store.current.snapshot_id is not None, 90, "the first snapshot")
-    yield p
-    p.close()
+def system(remoting_system):
+    return remoting_system
 
 
 def client(system: Pipeline, *, signed: bool = True, **kw) -> RemotingClient:
@@ -114,6 +110,8 @@ def test_errors_carry_rocketmqs_codes_and_remarks(system, rem_a):
                                              "bodyCrc32": str(bodies.crc32(body) ^ 1)}, body)
         assert (bad.code, bad.remark) == (codes.SYSTEM_ERROR, "crc32 not match")
         assert route(c, "CrcTopic").code == codes.TOPIC_NOT_EXIST
+        single = register(c, "rem-single", "127.0.0.1:40942", {"OnlyTopic": {}})
+        assert (single.code, single.remark) == (codes.SYSTEM_ERROR, "register broker failed")  # §3.2.7
         garbage = c.call(codes.REGISTER_BROKER, {"brokerName": "rem-x", "brokerAddr": "127.0.0.1:40951",
                                                  "clusterName": "RemCluster", "brokerId": "0"}, b"{not json")
         assert garbage.code == codes.SYSTEM_ERROR and "RegisterBrokerBody" in garbage.remark
@@ -317,3 +315,72 @@ def test_binary_and_json_headers_get_the_same_answers(system, rem_a):
             a, b = j.call(code, ext), r.call(code, ext)
             assert (a.code, a.remark, a.ext, a.body) == (b.code, b.remark, b.ext, b.body)
             assert b.serialize_type == JSON  # answers are JSON, as a Java NameServer's
+
+
+def _front_on_thread(cfg_env: dict[str, str], store, system: Pipeline):
+    """Another front (its own loop and thread) over `store`, configured like the system's plus `cfg_env`."""
+    import asyncio
+    import dataclasses
+    import threading
+
+    from conf import load_config
+    from eventlog.publisher import EventPublisher
+    from remoting.__main__ import PUBLISH_CONNECT_TIMEOUT_MS
+    from remoting.front import Front
+    cfg = load_config({**{f.metadata["env"]: str(getattr(system.cfg, f.name)) for f in dataclasses.fields(system.cfg)},
+                       "NAMESRV_REMOTING_ACCESS_KEY": AK, "NAMESRV_REMOTING_SECRET_KEY": SK, **cfg_env})
+    front = Front(cfg, store, lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes,
+                                                     connect_timeout_ms=PUBLISH_CONNECT_TIMEOUT_MS))
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    server = asyncio.run_coroutine_threadsafe(front.serve("127.0.0.1", 0), loop).result(10)
+
+    def stop() -> None:
+        async def close() -> None:
+            server.close()
+            await front.shutdown()
+        asyncio.run_coroutine_threadsafe(close(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+    return f"127.0.0.1:{server.sockets[0].getsockname()[1]}", stop
+
+
+def test_kafka_unreachable_refuses_writes_clearly_and_keeps_serving_reads(system, rem_a):
+    from ops.net import free_port
+    addr, stop = _front_on_thread({"NAMESRV_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port()}"}, system.front.store, system)
+    try:
+        with RemotingClient(addr, access_key=AK, secret_key=SK, timeout_s=60) as c:
+            started = time.monotonic()
+            put = c.call(codes.PUT_KV_CONFIG, {"namespace": "DownNs", "key": "k", "value": "v"})
+            assert put.code == codes.SYSTEM_ERROR and "unavailable" in put.remark and "nothing was written" in put.remark
+            assert time.monotonic() - started < 5  # within mqadmin's request timeout
+            started = time.monotonic()
+            reg = register(c, "rem-down", "127.0.0.1:40999", {"DownTopic": {}, "DownBase": {}})
+            assert reg.code == codes.SYSTEM_ERROR and "unavailable" in reg.remark
+            assert time.monotonic() - started < 1  # the outage is known: no second wait
+            assert route(c, "RemTopic").code == codes.SUCCESS  # reads are served from the snapshot
+    finally:
+        stop()
+
+
+def test_no_snapshot_yet_answers_name_server_not_ready(system, tmp_path):
+    from serving.snapshot_store import SnapshotReader, SnapshotStore
+    empty = SnapshotStore(SnapshotReader(tmp_path), 0.1, retention_ms=3_600_000)
+    addr, stop = _front_on_thread({}, empty, system)
+    try:
+        with RemotingClient(addr) as c:
+            answer = route(c, "RemTopic")
+            assert (answer.code, answer.remark) == (codes.SYSTEM_ERROR, "name server not ready")
+            assert c.call(codes.GET_BROKER_CLUSTER_INFO).remark == "name server not ready"
+    finally:
+        stop()
+
+
+def test_zone_mode_filters_routes_like_rocketmqs_zone_hook(system, rem_a):
+    with client(system) as c:
+        register(c, "rem-zone", "127.0.0.1:40995", {"ZoneTopic": {}, "rem-zone": {}}, ext={"__ZONE_NAME": "az1"})
+        register(c, "rem-zone2", "127.0.0.1:40996", {"ZoneTopic": {}, "rem-zone2": {}}, ext={"__ZONE_NAME": "az2"})
+        whole = json.loads(route(c, "ZoneTopic").body)
+        assert {b["brokerName"] for b in whole["brokerDatas"]} == {"rem-zone", "rem-zone2"}
+        zoned = c.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "ZoneTopic", "__ZONE_NAME": "az1", "__ZONE_MODE": "true"})
+        assert [b["brokerName"] for b in json.loads(zoned.body)["brokerDatas"]] == ["rem-zone"]
+        assert json.loads(zoned.body)["brokerDatas"][0]["zoneName"] == "az1"

@@ -15,7 +15,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * client writes them. The same program measures any NameServer address, so two servers are
  * compared with the same client.
  *
- * Args: host:port topicsCommaSeparated connections warmupSeconds seconds
+ * Args: host:port topicsCommaSeparated connections warmupSeconds seconds [pauseMicros]
+ * (pauseMicros: each connection waits this long after an answer, to pace the load below saturation).
  * Prints one JSON line: requests, errors (non-SUCCESS answers), seconds, rps, p50/p99/p999 in us.
  */
 public class RouteLoad {
@@ -25,6 +26,7 @@ public class RouteLoad {
         int connections = Integer.parseInt(args[2]);
         double warmup = Double.parseDouble(args[3]);
         double seconds = Double.parseDouble(args[4]);
+        long pauseNanos = args.length > 5 ? Long.parseLong(args[5]) * 1000 : 0;
         AtomicBoolean measuring = new AtomicBoolean(false);
         AtomicBoolean stop = new AtomicBoolean(false);
         long[][] lat = new long[connections][];
@@ -69,6 +71,9 @@ public class RouteLoad {
                                 mine = Arrays.copyOf(mine, n * 2);
                             }
                             mine[n++] = micros;
+                        }
+                        if (pauseNanos > 0) {
+                            java.util.concurrent.locks.LockSupport.parkNanos(pauseNanos);
                         }
                     }
                 } catch (Exception e) {
