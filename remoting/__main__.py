@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         log.error("%s", problem)
         return 2
-    asyncio.run(run(cfg))
+    import uvloop  # the front's event loop (pyproject.toml says why)
+    uvloop.run(run(cfg))
     return 0
 
 

@@ -57,8 +57,7 @@ class Connection(asyncio.Protocol):
     _buf: bytearray = field(default_factory=bytearray)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # a stream transport (asyncio's or uvloop's)
         peer = transport.get_extra_info("peername")
         self.peer = str(peer[0]) if peer else ""
         self.last_active = time.monotonic()
