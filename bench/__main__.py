@@ -365,7 +365,7 @@ def remoting_benchmark(rep: Report, quick: bool) -> None:
 
     from ops import rocketmq_software as rmq
     from ops.procs import processes
-    from remoting import bodies, codes
+    from remoting import codes
     from remoting.client import RemotingClient
     brokers, per_broker = 10, 10
     seconds, warmup = (10, 3) if quick else (30, 5)
@@ -375,12 +375,9 @@ def remoting_benchmark(rep: Report, quick: bool) -> None:
         conns = []
         for b in range(brokers):
             table = {t: {"readQueueNums": 8, "writeQueueNums": 8} for t in topics[b * per_broker:(b + 1) * per_broker]}
-            body = bodies.encode_registration(table, {"timestamp": 1, "counter": 1, "stateVersion": 0})
             c = RemotingClient(addr)  # kept open: closing a broker's connection unregisters it
-            answer = c.call(codes.REGISTER_BROKER, {
-                "brokerName": f"bench-{b}", "brokerAddr": f"127.0.0.1:{41000 + b}", "clusterName": "BenchCluster",
-                "brokerId": "0", "haServerAddr": f"127.0.0.1:{42000 + b}", "enableActingMaster": "false",
-                "compressed": "false", "bodyCrc32": str(bodies.crc32(body))}, body)
+            answer = c.register_broker(cluster="BenchCluster", broker_name=f"bench-{b}", broker_id=0,
+                                       addr=f"127.0.0.1:{41000 + b}", ha_addr=f"127.0.0.1:{42000 + b}", topics=table)
             assert answer.code == codes.SUCCESS, answer.remark
             conns.append(c)
         with RemotingClient(addr) as c:

@@ -145,6 +145,12 @@ class Config:
         return self.kafka_bootstrap or f"127.0.0.1:{self.kafka_embedded_port}"
 
     @property
+    def read_only_facts(self) -> dict[str, bool | int]:
+        """NameServer settings shown (not changed) by GET /config and GET_NAMESRV_CONFIG (319)."""
+        return {"deleteTopicWithBrokerRegistration": self.delete_topic_with_broker_registration,
+                "defaultHeartbeatTimeoutMillis": self.broker_timeout_ms}
+
+    @property
     def uses_embedded_kafka(self) -> bool:
         return not self.kafka_bootstrap
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from schemas.events import REGISTER_BROKER, TYPE_HEADER, chunk_registration, encode
@@ -66,3 +67,40 @@ class EventPublisher:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ReconnectingPublisher:
+    """An EventPublisher built on first use and forgotten after a failed publish, so the next
+    write connects afresh: what a long-running server (HTTP writes, the remoting front) needs
+    when Kafka goes away and comes back. A failed publish re-raises; nothing was acknowledged."""
+
+    def __init__(self, factory: Callable[[], EventPublisher]) -> None:
+        self._factory = factory
+        self._publisher: EventPublisher | None = None
+        self._lock = threading.Lock()
+
+    def publish(self, events: Iterable[Mapping[str, Any]]) -> list[tuple[int, int]]:
+        with self._lock:
+            if self._publisher is None:
+                self._publisher = self._factory()
+            publisher = self._publisher
+        try:
+            return publisher.publish(events)
+        except Exception:
+            self._forget(publisher)
+            raise
+
+    def _forget(self, publisher: EventPublisher) -> None:
+        with self._lock:
+            if self._publisher is publisher:
+                self._publisher = None
+        try:
+            publisher.close()
+        except Exception:  # a broken producer may fail to close; it is dropped either way
+            pass
+
+    def close(self) -> None:
+        with self._lock:
+            publisher, self._publisher = self._publisher, None
+        if publisher is not None:
+            self._forget(publisher)

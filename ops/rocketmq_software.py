@@ -146,8 +146,7 @@ def broker_port() -> int:
 
 def start_broker(namesrv_addr: str, *, cluster: str = "DefaultCluster", broker_name: str = "broker-a",
                  broker_id: int = 0, port: int | None = None, extra: dict[str, str] | None = None,
-                 access_key: str | None = None, secret_key: str | None = None, timeout_s: float = 90.0,
-                 env: dict[str, str] | None = None) -> JavaProcess:
+                 access_key: str | None = None, secret_key: str | None = None, timeout_s: float = 90.0) -> JavaProcess:
     """A broker (BrokerStartup) with small stores; `extra` adds broker.conf properties.
     With a key pair it signs its NameServer requests (`innerClientAuthenticationCredentials`)."""
     port = port or broker_port()
@@ -175,8 +174,6 @@ def start_broker(namesrv_addr: str, *, cluster: str = "DefaultCluster", broker_n
     argv = java("org.apache.rocketmq.broker.BrokerStartup", "-c", str(conf), home=home,
                 logback="rmq.broker.logback.xml", heap="256m",
                 opts=["-XX:MaxDirectMemorySize=128m", "-Dio.netty.allocator.numDirectArenas=2", "-Xms256m"])
-    if env:
-        argv = ["env", *(f"{k}={v}" for k, v in env.items()), *argv]
     p = _spawn(f"broker-{broker_name}-{broker_id}", argv, home)
     p.addr = f"127.0.0.1:{port}"
     p.extra = {"ha": f"127.0.0.1:{port + 1}", "brokerName": broker_name}
@@ -188,18 +185,6 @@ def _tools_home(access_key: str | None, secret_key: str | None) -> Path:
     if access_key and secret_key:  # mqadmin signs with ${ROCKETMQ_HOME}/conf/tools.yml
         (home / "conf" / "tools.yml").write_text(f"accessKey: {access_key}\nsecretKey: {secret_key}\n")
     return home
-
-
-def mqadmin(namesrv_addr: str, command: str, *args: str, access_key: str | None = None,
-            secret_key: str | None = None, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """`mqadmin <command> -n <addr> <args>` (MQAdminStartup); signs when given a key pair."""
-    home = _tools_home(access_key, secret_key)
-    try:
-        return subprocess.run(java("org.apache.rocketmq.tools.command.MQAdminStartup", command, "-n", namesrv_addr,
-                                   *args, home=home, logback="rmq.tools.logback.xml"),
-                              capture_output=True, text=True, timeout=timeout_s, cwd=home)
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
 
 
 class AdminShell:

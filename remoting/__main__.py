@@ -16,6 +16,7 @@ from conf.logs import setup_logging
 from conf.version import argument_parser
 from remoting import acl
 from remoting.front import Front
+from serving.snapshot_store import SnapshotStore
 
 log = logging.getLogger("namesrv.remoting")
 # A write to an unreachable Kafka fails after this long: under mqadmin's 5 s request timeout.
@@ -33,13 +34,14 @@ def configuration_problem(cfg: Config) -> str | None:
     return None
 
 
-def build_front(cfg: Config, *, start_refresher: bool = True) -> Front:
+def build_front(cfg: Config, *, store: SnapshotStore | None = None) -> Front:
+    """The front over `store`, or over its own store of `cfg.warehouse` refreshed on a thread."""
     from eventlog.publisher import EventPublisher
-    from serving.snapshot_store import SnapshotReader, SnapshotStore
-    store = SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000,
-                          retention_ms=cfg.history_retention_ms)
-    store.refresh()
-    if start_refresher:
+    if store is None:
+        from serving.snapshot_store import SnapshotReader
+        store = SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000,
+                              retention_ms=cfg.history_retention_ms)
+        store.refresh()
         store.start()
     return Front(cfg, store, lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes,
                                                     connect_timeout_ms=PUBLISH_CONNECT_TIMEOUT_MS))

@@ -6,8 +6,9 @@ from __future__ import annotations
 import itertools
 import socket
 import struct
+from typing import Any
 
-from remoting import acl
+from remoting import acl, bodies, codes
 from remoting.protocol import JSON, Command, decode, encode_request
 
 
@@ -41,6 +42,19 @@ class RemotingClient:
         if answer.opaque != opaque:
             raise RuntimeError(f"answer to opaque {answer.opaque}, expected {opaque}")
         return answer
+
+    def register_broker(self, *, cluster: str, broker_name: str, broker_id: int, addr: str,
+                        topics: dict[str, dict[str, Any]], ha_addr: str | None = None,
+                        data_version: dict[str, int] | None = None, compressed: bool = False,
+                        ext: dict[str, str] | None = None) -> Command:
+        """REGISTER_BROKER (103) as a 5.x broker sends it: body, CRC, header (`ext` adds or overrides)."""
+        body = bodies.encode_registration(topics, data_version or {"timestamp": 1, "counter": 1, "stateVersion": 0},
+                                          compressed=compressed)
+        fields = {"brokerName": broker_name, "brokerAddr": addr, "clusterName": cluster, "brokerId": str(broker_id),
+                  "enableActingMaster": "false", "compressed": "false", "bodyCrc32": str(bodies.crc32(body))}
+        if ha_addr is not None:
+            fields["haServerAddr"] = ha_addr
+        return self.call(codes.REGISTER_BROKER, {**fields, **(ext or {})}, body)
 
     def _exactly(self, n: int) -> bytes:
         chunks, got = [], 0

@@ -23,11 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conf import Config
+from eventlog.publisher import EventPublisher, ReconnectingPublisher
 from remoting import acl, bodies, codes, replies, requests
-from remoting.protocol import Command, FrameError, decode, encode_response, next_frame
+from remoting.protocol import MAX_FRAME_BYTES, Command, FrameError, decode, encode_response, next_frame
 from remoting.replies import Reply, error, ok
 from routeinfo import route_reads
 from routeinfo.snapshot import Snapshot
+from schemas import events as ev
 from schemas.fields import DEFAULT_QUEUE_NUMS, MASTER_ID, InvalidInput
 
 log = logging.getLogger("namesrv.remoting")
@@ -111,19 +113,17 @@ class Front:
     """Connections, dispatch and the write path; `store` is the served-snapshot holder
     (serving.snapshot_store.SnapshotStore), `publisher_factory` builds an EventPublisher."""
 
-    def __init__(self, cfg: Config, store: Any, publisher_factory: Callable[[], Any],
-                 *, max_frame_bytes: int | None = None) -> None:
-        from remoting.protocol import MAX_FRAME_BYTES
+    def __init__(self, cfg: Config, store: Any, publisher_factory: Callable[[], EventPublisher],
+                 *, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
         self.cfg = cfg
         self.store = store
-        self.max_frame_bytes = max_frame_bytes or MAX_FRAME_BYTES
+        self.max_frame_bytes = max_frame_bytes
         self.connections: dict[int, Connection] = {}
         self._ids = itertools.count(1)
         self._generations = itertools.count(1)
         self._owner: dict[tuple[str, str], tuple[int, int]] = {}  # (cluster, addr) -> (connection, generation)
         self._heartbeats: dict[tuple[str, str], dict[str, Any]] = {}
-        self._publisher_factory = publisher_factory
-        self._publisher: Any = None
+        self._publisher = ReconnectingPublisher(publisher_factory)
         self._failure: tuple[float, str] | None = None  # (when, remark) of the last failed publish
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="publish")  # one thread: events keep their order
         self._networks = acl.parse_networks(cfg.remoting_broker_networks)
@@ -133,9 +133,8 @@ class Front:
         self.idle_timeout_s = cfg.remoting_idle_timeout_ms / 1000
         self._tasks: set[asyncio.Task[Any]] = set()
         self._last_drop_log = 0.0
-        self.read_only = {"listenPort": str(cfg.remoting_port),
-                          "deleteTopicWithBrokerRegistration": str(cfg.delete_topic_with_broker_registration).lower(),
-                          "defaultHeartbeatTimeoutMillis": str(cfg.broker_timeout_ms)}
+        self.read_only = {"listenPort": str(cfg.remoting_port), **{k: str(v).lower() if isinstance(v, bool) else str(v)
+                                                                     for k, v in cfg.read_only_facts.items()}}
         self._writes: dict[int, Callable[[Connection, Command], Awaitable[Reply]]] = {
             codes.REGISTER_BROKER: self._register, codes.UNREGISTER_BROKER: self._unregister,
             codes.PUT_KV_CONFIG: lambda c, cmd: self._admin([requests.put_kv(cmd.ext)]),
@@ -184,11 +183,7 @@ class Front:
         for task in list(self._tasks):
             task.cancel()
         self._pool.shutdown(wait=True)
-        if self._publisher is not None:
-            try:
-                self._publisher.close()
-            except Exception:  # closing a broken producer must not hide the shutdown
-                pass
+        self._publisher.close()
 
     def channel_closed(self, conn: Connection) -> None:
         """RocketMQ's onChannelDestroy (§5.2): unregister what this connection registered, unless
@@ -200,9 +195,8 @@ class Front:
                 continue
             del self._owner[(cluster, addr)]
             self._heartbeats.pop((cluster, addr), None)
-            event = requests.validated({"type": "UNREGISTER_BROKER", "clusterName": cluster, "brokerAddr": addr,
-                                        "brokerName": reg.broker_name, "brokerId": reg.broker_id,
-                                        "timestamp": _now_ms()}, _now_ms())
+            event = ev.unregister_broker_event(cluster=cluster, broker_name=reg.broker_name, broker_id=reg.broker_id,
+                                               addr=addr, timestamp=_now_ms())
             log.info("connection of broker %s (%s, %s) closed: unregistering it", reg.broker_name, cluster, addr)
             self._spawn(self._publish_logged([event], "unregistering a closed connection's broker"))
 
@@ -244,12 +238,10 @@ class Front:
                      handler: Callable[[Connection, Command], Awaitable[Reply]]) -> None:
         try:
             reply = await handler(conn, cmd)
-        except (InvalidInput, bodies.BodyError) as exc:
+        except (InvalidInput, bodies.BodyError, PublishFailed) as exc:
             reply = error(codes.SYSTEM_ERROR, str(exc))
         except requests.NotAllowed as exc:
             reply = error(codes.NO_PERMISSION, str(exc))
-        except PublishFailed as exc:
-            reply = error(codes.SYSTEM_ERROR, str(exc))
         except Exception as exc:  # answered like Java's exceptionSimpleDesc; the front keeps serving
             log.exception("code %d from %s failed", cmd.code, conn.peer)
             reply = error(codes.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"[:300])
@@ -286,9 +278,6 @@ class Front:
                 log.warning("dropped %d heartbeat(s): %s", len(batch), exc)
 
     async def _register(self, conn: Connection, cmd: Command) -> Reply:
-        crc = requests._long(cmd.ext, "bodyCrc32", required=False)
-        if crc and bodies.crc32(cmd.body) != crc:
-            return error(codes.SYSTEM_ERROR, "crc32 not match")
         event = requests.registration(cmd, _now_ms())
         key = (event["clusterName"], event["brokerAddr"])
         if key not in self._owner and requests.single_topic_of_unknown(self.store.current, event):
@@ -317,7 +306,8 @@ class Front:
     # ------------------------------------------------------------ admin requests
 
     async def _admin(self, events: list[dict[str, Any]]) -> Reply:
-        await self._served(await self._publish(events)) if events else None
+        if events:
+            await self._served(await self._publish(events))
         return ok()
 
     async def _with_snapshot(self, build: Callable[[Snapshot], list[dict[str, Any]]]) -> Reply:
@@ -343,22 +333,14 @@ class Front:
         if self._failure is not None and time.monotonic() - self._failure[0] < RETRY_AFTER_FAILURE_S:
             raise PublishFailed(self._failure[1])
         try:
-            if self._publisher is None:
-                self._publisher = self._publisher_factory()
-            coords: list[tuple[int, int]] = self._publisher.publish(events)
-            self._failure = None
-            return coords
+            coords = self._publisher.publish(events)
         except Exception as exc:
-            broken, self._publisher = self._publisher, None
-            if broken is not None:
-                try:
-                    broken.close()
-                except Exception:
-                    pass
             remark = (f"the event log (Kafka at {self.cfg.bootstrap}) is unavailable ({type(exc).__name__}); "
                       "nothing was written, retry later")
             self._failure = (time.monotonic(), remark)
             raise PublishFailed(remark) from None
+        self._failure = None
+        return coords
 
     async def _publish_logged(self, events: list[dict[str, Any]], what: str) -> None:
         try:

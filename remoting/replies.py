@@ -7,7 +7,6 @@ a Java NameServer's DefaultRequestProcessor/ClientRequestProcessor would.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,16 +27,12 @@ class Reply:
 
 
 def ok(body: Any = None, *, ext: dict[str, str] | None = None) -> Reply:
-    data = b"" if body is None else body if isinstance(body, bytes) else _json(body)
+    data = b"" if body is None else body if isinstance(body, bytes) else route_reads.encode_body(body)
     return Reply(codes.SUCCESS, ext=ext, body=data)
 
 
 def error(code: int, remark: str) -> Reply:
     return Reply(code, remark=remark)
-
-
-def _json(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def get_route(snap: Snapshot, ext: Mapping[str, str]) -> Reply:
@@ -46,7 +41,7 @@ def get_route(snap: Snapshot, ext: Mapping[str, str]) -> Reply:
     zone = ext.get("__ZONE_NAME") if (ext.get("__ZONE_MODE") or "").lower() == "true" else None
     if zone:
         route = route_reads.topic_route(snap, topic, zone=zone)
-        body = None if route is None else _json(route)
+        body = None if route is None else route_reads.encode_body(route)
     else:
         body = route_reads.route_body(snap, topic)
     if body is None:
@@ -118,7 +113,7 @@ def data_version(snap: Snapshot, ext: Mapping[str, str], asked: dict[str, int] |
 def order_topic_config(snap: Snapshot) -> bytes:
     """REGISTER_BROKER's answer body: the ORDER_TOPIC_CONFIG namespace as a KVTable, if it exists."""
     table = snap.kv.get(ev.ORDER_TOPIC_CONFIG)
-    return b"" if table is None else _json({"table": table})
+    return b"" if table is None else route_reads.encode_body({"table": table})
 
 
 READS: dict[int, Callable[[Snapshot, Mapping[str, str]], Reply]] = {

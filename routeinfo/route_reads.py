@@ -52,6 +52,11 @@ def topic_route(snap: Snapshot, topic: str, *, zone: str | None = None) -> dict[
     return route
 
 
+def encode_body(value: Any) -> bytes:
+    """A response body as every remote answer is encoded here: standard JSON, sorted keys, compact."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
 def route_body(snap: Snapshot, topic: str) -> bytes | None:
     """The encoded TopicRouteData of `topic` in this cut (standard JSON, sorted keys), or None.
 
@@ -64,7 +69,7 @@ def route_body(snap: Snapshot, topic: str) -> bytes | None:
         route = topic_route(snap, topic)
         if route is None:
             return None
-        body = json.dumps(route, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        body = encode_body(route)
         snap.route_bodies[topic] = body
     return body
 

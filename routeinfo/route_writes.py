@@ -12,7 +12,7 @@ still expired.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,6 +109,12 @@ def _register(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result
     _update_filters(st, e, res)
 
 
+def creates_broker_from_one_topic(known_ids: Container[Any], e: Mapping[str, Any]) -> bool:
+    """§3.2.7: an incremental one-topic registration must not create a broker (RocketMQ answers
+    "register broker failed"); `known_ids` are the ids the group's BrokerData holds."""
+    return e["brokerId"] not in known_ids and len(e["topicConfigTable"]) == 1
+
+
 def _refuse_if_rejected(st: GroupState, e: dict[str, Any]) -> None:
     """§3.2.6 stale registration and §3.2.7 single-topic guard; raises Rejected."""
     cluster, addr, bid = e["clusterName"], e["brokerAddr"], e["brokerId"]
@@ -121,8 +127,7 @@ def _refuse_if_rejected(st: GroupState, e: dict[str, Any]) -> None:
         if holder is not None and holder.data_version["stateVersion"] > incoming:
             raise Rejected(f"stale registration of {addr} as {st.broker_name}/{bid}: "
                            f"stateVersion {incoming} < {holder.data_version['stateVersion']} of {old_addr}")
-    # §3.2.7: an incremental one-topic registration must not create a broker.
-    if bid not in existing and len(e["topicConfigTable"]) == 1:
+    if creates_broker_from_one_topic(existing, e):
         raise Rejected(f"register broker failed: single-topic registration of unknown {st.broker_name}/{bid} ({addr})")
 
 

@@ -278,18 +278,25 @@ def register_broker_event(*, cluster: str, broker_name: str, broker_id: int, add
     return event
 
 
-def heartbeat_event(*, cluster: str, broker_name: str, broker_id: int, addr: str,
+def heartbeat_event(*, cluster: str, broker_name: str, broker_id: int | None, addr: str,
                     timestamp: int | None = None) -> dict[str, Any]:
-    event = {"type": BROKER_HEARTBEAT, "clusterName": cluster, "brokerName": broker_name,
-             "brokerId": broker_id, "brokerAddr": addr}
+    """`broker_id` None: a 5.x BROKER_HEARTBEAT (904), which carries no id."""
+    event: dict[str, Any] = {"type": BROKER_HEARTBEAT, "clusterName": cluster, "brokerName": broker_name,
+                             "brokerAddr": addr}
+    if broker_id is not None:
+        event["brokerId"] = broker_id
     if timestamp is not None:
         event["timestamp"] = timestamp
     return event
 
 
-def unregister_broker_event(*, cluster: str, broker_name: str, broker_id: int, addr: str) -> dict[str, Any]:
-    return {"type": UNREGISTER_BROKER, "clusterName": cluster, "brokerName": broker_name,
-            "brokerId": broker_id, "brokerAddr": addr}
+def unregister_broker_event(*, cluster: str, broker_name: str, broker_id: int, addr: str,
+                            timestamp: int | None = None) -> dict[str, Any]:
+    event: dict[str, Any] = {"type": UNREGISTER_BROKER, "clusterName": cluster, "brokerName": broker_name,
+                             "brokerId": broker_id, "brokerAddr": addr}
+    if timestamp is not None:
+        event["timestamp"] = timestamp
+    return event
 
 
 def chunk_registration(event: Mapping[str, Any], max_message_bytes: int) -> list[dict[str, Any]]:

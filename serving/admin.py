@@ -80,9 +80,7 @@ def register_topic(topic: str):
 @bp.get("/config")
 def get_config():
     cfg: Config = current_app.config["NAMESRV"]
-    return jsonify(config=snapshot().switches, readOnly={
-        "deleteTopicWithBrokerRegistration": cfg.delete_topic_with_broker_registration,
-        "defaultHeartbeatTimeoutMillis": cfg.broker_timeout_ms})
+    return jsonify(config=snapshot().switches, readOnly=cfg.read_only_facts)
 
 
 @bp.put("/config")

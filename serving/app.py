@@ -7,6 +7,7 @@ from werkzeug.routing import PathConverter
 
 from conf import Config
 from conf.tokens import admin_token
+from eventlog.publisher import EventPublisher, ReconnectingPublisher
 from serving import admin, cluster, errors, health, history, kv, openapi, routes, writes
 from serving.context import EXTENSION
 from serving.fastpath import RouteBodies
@@ -32,6 +33,8 @@ def create_app(cfg: Config, *, start_refresher: bool = True) -> Flask:
         snapshots.start()
     app.extensions[EXTENSION] = snapshots
     app.extensions[writes.TOKEN] = admin_token(cfg)
+    app.extensions[writes.PUBLISHER] = ReconnectingPublisher(
+        lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes))
     errors.register(app)
     for bp in (routes.bp, cluster.bp, kv.bp, admin.bp, history.bp, health.bp, openapi.bp):
         app.register_blueprint(bp)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import functools
 import hmac
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from flask import current_app, request
 
 from conf import Config
+from eventlog.publisher import ReconnectingPublisher
 from routeinfo.snapshot import Snapshot
 from schemas.fields import InvalidInput
 from serving.context import store
@@ -22,7 +22,6 @@ from serving.errors import ApiError
 
 PUBLISHER = "namesrv.publisher"
 TOKEN = "namesrv.admin_token"
-_lock = threading.Lock()
 
 
 def authorized(view: Callable) -> Callable:
@@ -50,28 +49,9 @@ def json_body() -> dict[str, Any]:
     return body
 
 
-def _publisher():
-    pub = current_app.extensions.get(PUBLISHER)
-    if pub is None:
-        with _lock:
-            pub = current_app.extensions.get(PUBLISHER)
-            if pub is None:
-                from eventlog.publisher import EventPublisher
-                cfg: Config = current_app.config["NAMESRV"]
-                pub = EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes)
-                current_app.extensions[PUBLISHER] = pub
+def _publisher() -> ReconnectingPublisher:
+    pub: ReconnectingPublisher = current_app.extensions[PUBLISHER]
     return pub
-
-
-def _drop_publisher() -> None:
-    """Forget a publisher whose connection failed; the next write builds a new one."""
-    with _lock:
-        pub = current_app.extensions.pop(PUBLISHER, None)
-    if pub is not None:
-        try:
-            pub.close()
-        except Exception:
-            pass
 
 
 def publish(events: list[dict[str, Any]]) -> tuple[Snapshot | None, list[tuple[int, int]]]:
@@ -86,7 +66,6 @@ def publish(events: list[dict[str, Any]]) -> tuple[Snapshot | None, list[tuple[i
         coords = _publisher().publish(events)
     except Exception as exc:  # Kafka unreachable or refusing: nothing was acknowledged
         current_app.logger.warning("publishing %d event(s) failed: %s", len(events), exc)
-        _drop_publisher()
         raise ApiError(503, "SYSTEM_BUSY", f"the event log is unavailable ({type(exc).__name__}); "
                        "nothing was written, retry later") from None
     if request.args.get("wait", "true").lower() == "false":

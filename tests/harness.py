@@ -68,44 +68,25 @@ class Pipeline:
             if not self._closing:
                 raise
 
+    def config_with(self, **env: str) -> Config:
+        """This pipeline's settings with `env` (variable → value) overriding some."""
+        import dataclasses
+        return load_config({**{f.metadata["env"]: str(getattr(self.cfg, f.name)) for f in dataclasses.fields(self.cfg)},
+                            **env})
+
     def start_remoting(self, **env: str) -> Pipeline:
         """The remoting front on a free port, its asyncio loop on a thread of this process
         (`self.remoting_addr`); `env` overrides settings (key pair, networks, timeouts)."""
-        import asyncio
-        import dataclasses
-
-        from conf import load_config
         from remoting.__main__ import build_front
-        overrides = load_config({**{f.metadata["env"]: str(getattr(self.cfg, f.name))
-                                    for f in dataclasses.fields(self.cfg)}, **env})
-        self.front = build_front(overrides)
-        self._loop = asyncio.new_event_loop()
-        started = threading.Event()
-
-        async def serve() -> None:
-            self._remoting_server = await self.front.serve("127.0.0.1", 0)
-            started.set()
-
-        threading.Thread(target=self._loop.run_forever, daemon=True, name="remoting-front").start()
-        asyncio.run_coroutine_threadsafe(serve(), self._loop).result(10)
-        started.wait(10)
-        port = self._remoting_server.sockets[0].getsockname()[1]
-        self.remoting_addr = f"127.0.0.1:{port}"
+        self._front_thread = FrontThread(build_front(self.config_with(**env)))
+        self.front, self.remoting_addr = self._front_thread.front, self._front_thread.addr
         return self
 
     def stop_remoting(self) -> None:
-        import asyncio
-        if getattr(self, "front", None) is None:
-            return
-
-        async def stop() -> None:
-            self._remoting_server.close()
-            await self.front.shutdown()
-
-        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(30)
-        self.front.store.stop()
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self.front = None
+        if getattr(self, "front", None) is not None:
+            self._front_thread.stop()
+            self.front.store.stop()
+            self.front = None
 
     def close(self) -> None:
         self.stop_remoting()
@@ -153,3 +134,26 @@ class Pipeline:
     def check_job(self) -> None:
         if self.query is not None and self.query.exception() is not None:
             raise AssertionError(f"streaming query failed: {self.query.exception()}")
+
+
+class FrontThread:
+    """A remoting front serving on 127.0.0.1 (free port) from an asyncio loop on its own thread."""
+
+    def __init__(self, front: Any) -> None:
+        import asyncio
+        self.front, self.store = front, front.store
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(target=self._loop.run_forever, daemon=True, name="remoting-front").start()
+        self._server = asyncio.run_coroutine_threadsafe(front.serve("127.0.0.1", 0), self._loop).result(10)
+        self.addr = f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    def stop(self) -> None:
+        """Close the listener, let the front finish (its in-flight writes), stop the loop."""
+        import asyncio
+
+        async def close() -> None:
+            self._server.close()
+            await self.front.shutdown()
+
+        asyncio.run_coroutine_threadsafe(close(), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)

@@ -21,7 +21,7 @@ from remoting.client import RemotingClient
 from remoting.protocol import JSON, ROCKETMQ, encode_request
 from tests.harness import REMOTING_AK as AK
 from tests.harness import REMOTING_SK as SK
-from tests.harness import Pipeline
+from tests.harness import FrontThread, Pipeline
 
 pytestmark = pytest.mark.integration
 DV = {"counter": 1, "stateVersion": 0, "timestamp": 1_700_000_000_000}
@@ -40,11 +40,8 @@ def client(system: Pipeline, *, signed: bool = True, **kw) -> RemotingClient:
 
 def register(c: RemotingClient, name: str, addr: str, topics: dict, *, cluster: str = "RemCluster", broker_id: int = 0,
              compressed: bool = False, ext: dict | None = None):
-    body = bodies.encode_registration(topics, DV, compressed=compressed)
-    fields = {"brokerName": name, "brokerAddr": addr, "clusterName": cluster, "haServerAddr": addr[:-1] + "2",
-              "brokerId": str(broker_id), "enableActingMaster": "false", "compressed": "false",
-              "bodyCrc32": str(bodies.crc32(body)), **(ext or {})}
-    return c.call(codes.REGISTER_BROKER, fields, body)
+    return c.register_broker(cluster=cluster, broker_name=name, broker_id=broker_id, addr=addr, topics=topics,
+                             ha_addr=addr[:-1] + "2", data_version=DV, compressed=compressed, ext=ext)
 
 
 def route(c: RemotingClient, topic: str):
@@ -317,38 +314,18 @@ def test_binary_and_json_headers_get_the_same_answers(system, rem_a):
             assert b.serialize_type == JSON  # answers are JSON, as a Java NameServer's
 
 
-def _front_on_thread(cfg_env: dict[str, str], store, system: Pipeline):
+def _front_on_thread(cfg_env: dict[str, str], store, system: Pipeline) -> FrontThread:
     """Another front (its own loop and thread) over `store`, configured like the system's plus `cfg_env`."""
-    import asyncio
-    import dataclasses
-    import threading
-
-    from conf import load_config
-    from eventlog.publisher import EventPublisher
-    from remoting.__main__ import PUBLISH_CONNECT_TIMEOUT_MS
-    from remoting.front import Front
-    cfg = load_config({**{f.metadata["env"]: str(getattr(system.cfg, f.name)) for f in dataclasses.fields(system.cfg)},
-                       "NAMESRV_REMOTING_ACCESS_KEY": AK, "NAMESRV_REMOTING_SECRET_KEY": SK, **cfg_env})
-    front = Front(cfg, store, lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes,
-                                                     connect_timeout_ms=PUBLISH_CONNECT_TIMEOUT_MS))
-    loop = asyncio.new_event_loop()
-    threading.Thread(target=loop.run_forever, daemon=True).start()
-    server = asyncio.run_coroutine_threadsafe(front.serve("127.0.0.1", 0), loop).result(10)
-
-    def stop() -> None:
-        async def close() -> None:
-            server.close()
-            await front.shutdown()
-        asyncio.run_coroutine_threadsafe(close(), loop).result(30)
-        loop.call_soon_threadsafe(loop.stop)
-    return f"127.0.0.1:{server.sockets[0].getsockname()[1]}", stop
+    from remoting.__main__ import build_front
+    return FrontThread(build_front(system.config_with(NAMESRV_REMOTING_ACCESS_KEY=AK, NAMESRV_REMOTING_SECRET_KEY=SK,
+                                                      **cfg_env), store=store))
 
 
 def test_kafka_unreachable_refuses_writes_clearly_and_keeps_serving_reads(system, rem_a):
     from ops.net import free_port
-    addr, stop = _front_on_thread({"NAMESRV_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port()}"}, system.front.store, system)
+    other = _front_on_thread({"NAMESRV_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port()}"}, system.front.store, system)
     try:
-        with RemotingClient(addr, access_key=AK, secret_key=SK, timeout_s=60) as c:
+        with RemotingClient(other.addr, access_key=AK, secret_key=SK, timeout_s=60) as c:
             started = time.monotonic()
             put = c.call(codes.PUT_KV_CONFIG, {"namespace": "DownNs", "key": "k", "value": "v"})
             assert put.code == codes.SYSTEM_ERROR and "unavailable" in put.remark and "nothing was written" in put.remark
@@ -359,20 +336,20 @@ def test_kafka_unreachable_refuses_writes_clearly_and_keeps_serving_reads(system
             assert time.monotonic() - started < 1  # the outage is known: no second wait
             assert route(c, "RemTopic").code == codes.SUCCESS  # reads are served from the snapshot
     finally:
-        stop()
+        other.stop()
 
 
 def test_no_snapshot_yet_answers_name_server_not_ready(system, tmp_path):
     from serving.snapshot_store import SnapshotReader, SnapshotStore
     empty = SnapshotStore(SnapshotReader(tmp_path), 0.1, retention_ms=3_600_000)
-    addr, stop = _front_on_thread({}, empty, system)
+    other = _front_on_thread({}, empty, system)
     try:
-        with RemotingClient(addr) as c:
+        with RemotingClient(other.addr) as c:
             answer = route(c, "RemTopic")
             assert (answer.code, answer.remark) == (codes.SYSTEM_ERROR, "name server not ready")
             assert c.call(codes.GET_BROKER_CLUSTER_INFO).remark == "name server not ready"
     finally:
-        stop()
+        other.stop()
 
 
 def test_zone_mode_filters_routes_like_rocketmqs_zone_hook(system, rem_a):
