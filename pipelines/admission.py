@@ -53,10 +53,15 @@ def decide(now_ms: float, *, defer_ms: int, last_run_ms: float, pending: bool,
     return deadline is not None and now_ms >= deadline
 
 
+def is_partition(key: str) -> bool:
+    """Whether an offsets key is a Kafka partition (not the tick or the log clock)."""
+    return key.isdigit()
+
+
 def pending_ranges(start: dict[str, int], end: dict[str, int]) -> dict[int, tuple[int, int]]:
     """Kafka partitions whose offsets would move: partition -> (start, end)."""
     return {int(p): (int(start.get(p, 0)), int(e)) for p, e in end.items()
-            if p != TICK and int(e) != int(start.get(p, 0))}
+            if is_partition(p) and int(e) != int(start.get(p, 0))}
 
 
 def offsets_to_run(start: dict[str, int], end: dict[str, int], *, run: bool) -> dict[str, int]:

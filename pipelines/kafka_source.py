@@ -27,6 +27,7 @@ from eventlog.consumer import consumer, true_end
 from eventlog.topics import ensure_topic
 from pipelines import admission
 from pipelines.admission import TICK, Backlog
+from pipelines.offset_log import LOG_CLOCK
 from schemas.events import BROKER_HEARTBEAT, TYPE_HEADER
 from schemas.progress import read_progress
 
@@ -160,12 +161,13 @@ class KafkaStreamReader(DataSourceStreamReader):
             out[str(p)] = end if budget is None or end <= s else min(end, s + budget)
         # A partition that vanished keeps its position; the engine requires monotone offsets.
         for p, off in start.items():
-            if p != TICK:
+            if admission.is_partition(p):
                 out.setdefault(p, off)
-        return self._admit(start, out)
+        return self._admit(start, out, ends)
 
-    def _admit(self, start: dict, out: dict) -> dict:
-        """Run a batch up to `out`, or not (return `start`): `admission.decide` rules."""
+    def _admit(self, start: dict, out: dict, ends: dict[int, int]) -> dict:
+        """Run a batch up to `out`, or not (return `start`): `admission.decide` rules. A batch
+        that runs carries its log clock (`offset_log.LOG_CLOCK`)."""
         now = time.time() * 1000
         pending = admission.pending_ranges(start, out)
         run = admission.decide(now, defer_ms=self.defer_ms, last_run_ms=self._last_run, pending=bool(pending),
@@ -173,7 +175,41 @@ class KafkaStreamReader(DataSourceStreamReader):
         if run:
             self._last_run = now
             self._scan.clear()
+            out = {**out, LOG_CLOCK: self._log_clock(start, out, ends, int(now))}
         return admission.offsets_to_run(start, out, run=run)
+
+    def _log_clock(self, start: dict, out: dict, ends: dict[int, int], now_ms: int) -> int:
+        """`now` when the batch reads every partition to its end; while it lags, the record time of
+        the newest record it reads in the lagging partitions (the oldest of those), so that expiry
+        judges a backlog by how far the job has read, not by the wall clock. Never behind the
+        previous batch's clock; if the record cannot be read, the previous clock stands."""
+        previous = start.get(LOG_CLOCK)
+        lagging = {int(p): int(o) for p, o in out.items()
+                   if admission.is_partition(p) and int(p) in ends and int(o) < ends[int(p)]}
+        if not lagging:
+            return now_ms
+        try:
+            times = [self._record_time(p, o - 1) for p, o in sorted(lagging.items()) if o > 0]
+        except Exception as exc:  # a failed look keeps the clock where it was
+            log.warning("could not read the log clock (%s: %s); keeping the previous one", type(exc).__name__, exc)
+            times = []
+        known = [t for t in times if t is not None]
+        clock = min([now_ms, *known]) if known else (int(previous) if previous is not None else now_ms)
+        return clock if previous is None else max(int(previous), clock)
+
+    def _record_time(self, partition: int, offset: int) -> int | None:
+        from kafka import TopicPartition
+        c = self._client()
+        tp = TopicPartition(self.topic, partition)
+        c.assign([tp])
+        c.seek(tp, offset)
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            for rec in c.poll(timeout_ms=200, max_records=1).get(tp, []):
+                if rec.offset == offset:
+                    return int(rec.timestamp)
+                c.seek(tp, offset)
+        return None
 
     def _next_deadline(self) -> int | None:
         if not self.progress_dir:
@@ -232,7 +268,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict):
         ranges = []
         for p, e in sorted(end.items()):
-            if p == TICK:
+            if not admission.is_partition(p):
                 continue
             s, e = int(start.get(p, 0)), int(e)
             if e < s:  # reset log: everything it holds now is new

@@ -24,6 +24,7 @@ from pipelines import step_rows
 from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
 from pipelines.memory import release_memory
+from pipelines.offset_log import read_offset_log
 from schemas import tables as t
 from schemas.progress import write_job_start, write_progress
 
@@ -206,29 +207,7 @@ class DeltaSink:
 
     def _offsets(self, batch_id: int) -> tuple[dict[str, int], int]:
         """The source offsets this batch read up to (from the checkpoint's offset log), and how many records."""
-        end = _read_offset_log(self.checkpoint_dir / "offsets" / str(batch_id))
-        start = _read_offset_log(self.checkpoint_dir / "offsets" / str(batch_id - 1)) if batch_id > 0 else {}
+        end = read_offset_log(self.checkpoint_dir / "offsets" / str(batch_id))
+        start = read_offset_log(self.checkpoint_dir / "offsets" / str(batch_id - 1)) if batch_id > 0 else {}
         consumed = sum(max(0, off - start.get(p, off if start else 0)) for p, off in end.items()) if end else 0
         return end, consumed
-
-
-def _read_offset_log(path: Path) -> dict[str, int]:
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return {}
-    # line 0: format version, line 1: batch metadata, then one line per source: our source's
-    # {"<partition>": offset, "tick": n}, or the Kafka connector's {"<topic>": {"<partition>": offset}}
-    for line in lines[2:]:
-        if line.strip() and line.strip() != "-":
-            raw = json.loads(line)
-            if isinstance(raw, str):
-                raw = json.loads(raw)
-            offsets: dict[str, int] = {}
-            for key, value in raw.items():
-                if isinstance(value, dict):
-                    offsets.update({str(p): int(o) for p, o in value.items()})
-                elif str(key).isdigit():  # Kafka partitions, not "tick"
-                    offsets[str(key)] = int(value)
-            return offsets
-    return {}

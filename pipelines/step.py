@@ -12,6 +12,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -19,12 +20,15 @@ import pandas as pd
 from conf import Config
 from pipelines import step_rows as out_rows
 from pipelines.memory import ReleaseAfter
+from pipelines.offset_log import BatchClocks, LogClock
 from routeinfo import housekeeping, kv_manager, route_manager
 from routeinfo.route_writes import RoutingConfig
 from routeinfo.state import GroupState, table_rows
 from schemas import events as ev
 from schemas import tables as t
 from schemas.fields import InvalidInput
+
+UNBOUNDED = LogClock()  # no log clock: receive times bounded by processing time only
 
 # Routing groups keep (core JSON, topic table JSON) so that a heartbeat decodes only the core;
 # KV and config groups use only the first column.
@@ -39,32 +43,40 @@ class StepConfig:
     routing: RoutingConfig
     max_message_bytes: int
     max_clock_skew_ms: int
+    # Where Spark's offset log is, for each batch's log clock (None: Spark's Kafka connector,
+    # whose offsets carry none; expiry then runs on processing time).
+    checkpoint_dir: Path | None = None
 
     @staticmethod
     def from_config(cfg: Config) -> StepConfig:
         return StepConfig(
             routing=RoutingConfig(default_timeout_ms=cfg.broker_timeout_ms, live_flush_ms=cfg.live_flush_ms,
                                   delete_topic_with_broker_registration=cfg.delete_topic_with_broker_registration),
-            max_message_bytes=cfg.max_message_bytes, max_clock_skew_ms=cfg.max_clock_skew_ms)
+            max_message_bytes=cfg.max_message_bytes, max_clock_skew_ms=cfg.max_clock_skew_ms,
+            checkpoint_dir=cfg.checkpoint_dir if cfg.kafka_source == "python" else None)
 
 
 def run_group(group: str | None, records: list[dict[str, Any]], state: State | None, now_ms: int,
-              cfg: StepConfig) -> tuple[State | None, int | None, list[dict[str, Any]]]:
-    """Pure core of the step: returns (new state, next expiry deadline, output rows)."""
+              cfg: StepConfig, clock: LogClock = UNBOUNDED) -> tuple[State | None, int | None, list[dict[str, Any]]]:
+    """Pure core of the step: returns (new state, next expiry deadline, output rows). Event
+    times are the records' receive times bounded by the batch's log `clock`; expiry runs at the
+    clock's time, not ahead of what the job has read."""
     out: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     coords: list[tuple[int, int]] = []
     for r in sorted(records, key=lambda r: (r["partition"], r["offset"])):
         try:
-            events.append(ev.parse_event(r["value"], key=r["key"], record_time_ms=r["timestamp"],
-                                         max_message_bytes=cfg.max_message_bytes,
-                                         max_clock_skew_ms=cfg.max_clock_skew_ms))
-            coords.append((r["partition"], r["offset"]))
+            event = ev.parse_event(r["value"], key=r["key"], record_time_ms=r["timestamp"],
+                                   max_message_bytes=cfg.max_message_bytes, max_clock_skew_ms=cfg.max_clock_skew_ms)
         except InvalidInput as exc:
             out.append(out_rows.dead_letter_row(group, str(exc), r))
+            continue
+        event["time"] = clock.receive_time(event["time"], now_ms)
+        events.append(event)
+        coords.append((r["partition"], r["offset"]))
     if group is not None and (group.startswith(ev.KV_KEY_PREFIX) or group == ev.CONFIG_KEY):
         return _run_kv_group(group, events, coords, state, out)
-    return _run_broker_group(group, events, coords, state, now_ms, cfg, out)
+    return _run_broker_group(group, events, coords, state, now_ms, clock.expiry_time(now_ms), cfg, out)
 
 
 def _run_kv_group(group: str, events: list[dict[str, Any]], coords: list[tuple[int, int]], state: State | None,
@@ -83,13 +95,13 @@ def _run_kv_group(group: str, events: list[dict[str, Any]], coords: list[tuple[i
 
 
 def _run_broker_group(group: str | None, events: list[dict[str, Any]], coords: list[tuple[int, int]],
-                      state: State | None, now_ms: int, cfg: StepConfig,
+                      state: State | None, now_ms: int, expiry_ms: int, cfg: StepConfig,
                       out: list[dict[str, Any]]) -> tuple[State | None, int | None, list[dict[str, Any]]]:
     """A broker group (key = brokerName): RouteInfoManager's rules, then the next deadline."""
     st = GroupState.from_parts(state[0], state[1] or "{}") if state else None
     if st is None and not events:
         return None, None, out
-    st, res = route_manager.apply(st, events, now_ms, cfg.routing)
+    st, res = route_manager.apply(st, events, now_ms, cfg.routing, expiry_ms=expiry_ms)
     for reason in res.rejected:
         out.append(out_rows.row(group, out_rows.REJECTED, reason))
     for table in sorted(res.dirty_tables):
@@ -120,6 +132,7 @@ def _changes_row(group: str | None, broker_name: str | None, changes: list[dict[
 def make_step(cfg: StepConfig) -> Callable[..., Iterator[pd.DataFrame]]:
     """The function handed to applyInPandasWithState (ProcessingTimeTimeout)."""
     released = ReleaseAfter(64 * 1024 * 1024)  # per Python worker process (the function is unpickled there)
+    clocks = BatchClocks(cfg.checkpoint_dir) if cfg.checkpoint_dir is not None else None
 
     def step(key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         # Called once per group per batch: plain lists in and out, not pandas row operations
@@ -133,7 +146,8 @@ def make_step(cfg: StepConfig) -> Callable[..., Iterator[pd.DataFrame]]:
                                 "offset": int(o), "timestamp": int(ts)})
         now = state.getCurrentProcessingTimeMs()
         previous = tuple(state.get) if state.exists else None
-        new_state, deadline, rows = run_group(group, records, previous, now, cfg)
+        clock = clocks.clock(_batch_id()) if clocks is not None else UNBOUNDED
+        new_state, deadline, rows = run_group(group, records, previous, now, cfg, clock)
         if new_state is None:
             if state.exists:
                 state.remove()
@@ -150,3 +164,11 @@ def make_step(cfg: StepConfig) -> Callable[..., Iterator[pd.DataFrame]]:
                 "kafkaTimestamp": pd.array([r["kafkaTimestamp"] for r in rows], dtype="Int64")})
 
     return step
+
+
+def _batch_id() -> int | None:
+    """The micro-batch this task belongs to (Spark sets it as a local property of the batch)."""
+    from pyspark import TaskContext
+    ctx = TaskContext.get()
+    raw = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
+    return None if raw is None else int(raw)

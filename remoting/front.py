@@ -287,10 +287,11 @@ class Front:
         generation = next(self._generations)
         self._owner[key] = (conn.ident, generation)
         conn.registered[key] = Registered(event["brokerName"], event["brokerId"], generation)
-        snap = (await self._served(coords)) if adds else self.store.current
+        stale = requests.stale_epoch(self.store.current, event)
+        snap = (await self._served(coords)) if adds and not stale else self.store.current
         ext: dict[str, str] = {}
-        if event["brokerId"] != MASTER_ID:
-            master = route_reads.master_of(snap, event["brokerName"])
+        if event["brokerId"] != MASTER_ID and not stale:  # a refused epoch gets an empty result, as in RocketMQ
+            master = route_reads.master_of(snap, event["brokerName"], event["clusterName"])
             ext.update({k: v for k, v in master.items() if v is not None})
         return Reply(codes.SUCCESS, ext=ext, body=replies.order_topic_config(snap))
 

@@ -17,20 +17,26 @@ from schemas.fields import MASTER_ID
 
 
 def apply(state: GroupState | None, events: Iterable[dict[str, Any]], now_ms: int,
-          cfg: RoutingConfig) -> tuple[GroupState | None, Result]:
-    """Apply `events` (normalised, in Kafka order) to a group, then expire at `now_ms`.
+          cfg: RoutingConfig, *, expiry_ms: int | None = None) -> tuple[GroupState | None, Result]:
+    """Apply `events` (normalised, in Kafka order) to a group, then expire at `expiry_ms`
+    (default `now_ms`; the step passes the batch's log clock, which lags `now_ms` while the job
+    reads a backlog).
 
     Before each event, entries already expired at that event's time are expired first, as
     RocketMQ's periodic scan would have done; so the outcome does not depend on how events
-    are cut into micro-batches. Returns None as the state once the group holds nothing.
+    are cut into micro-batches. Event times are receive times and only move forward here:
+    an event stamped earlier than one before it is judged at the later time. Returns None as
+    the state once the group holds nothing.
     """
     res = Result()
     st = state
+    clock = 0
     for i, e in enumerate(events):
         if st is None:
             st = GroupState(broker_name=e["brokerName"])
-        res.event_index, res.time = None, e["time"]
-        housekeeping.expire(st, e["time"], cfg, res)
+        clock = max(clock, e["time"])
+        res.event_index, res.time = None, clock
+        housekeeping.expire(st, clock, cfg, res)
         res.event_index = i
         master_before, existed = st.master(), st.broker is not None
         try:
@@ -46,8 +52,9 @@ def apply(state: GroupState | None, events: Iterable[dict[str, Any]], now_ms: in
             res.change("MASTER_CHANGED", cluster=st.broker.cluster, addr=master_after, broker_id=MASTER_ID,
                        before=master_before, after=master_after)
     if st is not None:
-        res.event_index, res.time = None, now_ms
-        housekeeping.expire(st, now_ms, cfg, res)
+        expiry = now_ms if expiry_ms is None else expiry_ms
+        res.event_index, res.time = None, expiry
+        housekeeping.expire(st, expiry, cfg, res)
         housekeeping.flush_live(st, now_ms, cfg, res)
         if st.is_empty():
             st = None

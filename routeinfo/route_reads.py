@@ -169,11 +169,12 @@ def data_version(snap: Snapshot, cluster: str, addr: str, asked: dict[str, int] 
     return body
 
 
-def master_of(snap: Snapshot, broker_name: str) -> dict[str, Any]:
-    """What a slave's registration result carries (§3.2.13): the master, only while it is live."""
+def master_of(snap: Snapshot, broker_name: str, cluster: str | None = None) -> dict[str, Any]:
+    """What a slave's registration result carries (§3.2.13): the master, only while it is live
+    in the registrant's `cluster` (RocketMQ looks it up there; default: the BrokerData's)."""
     bd = snap.brokers.get(broker_name)
     master = None if bd is None else bd["brokerAddrs"].get("0")
-    live = None if bd is None or master is None else snap.live_by_addr.get((bd["cluster"], master))
+    live = None if bd is None or master is None else snap.live_by_addr.get((cluster or bd["cluster"], master))
     if live is None:
         return {"masterAddr": None, "haServerAddr": None}
     return {"masterAddr": master, "haServerAddr": live["haServerAddr"]}

@@ -5,9 +5,11 @@ and which topology changes happened (the `route_changes` audit log). `route_mana
 calls them in Kafka order; expiry lives in `housekeeping`. No I/O, no Spark, no wall clock:
 replaying a batch gives the same result, which the sink's idempotency relies on.
 
-Deliberate differences from RocketMQ (§15): a rejected registration changes nothing
-(RocketMQ keeps partial side effects), and a live entry whose address left brokerAddrs is
-still expired.
+Deliberate differences from RocketMQ (§15): a registration refused by the single-topic
+guard changes nothing (RocketMQ keeps partial side effects, such as an empty BrokerData), and
+a live entry whose address left brokerAddrs is still expired. A stale-epoch registration has
+RocketMQ's effects: what ran before its check, and the removal of the refused address's live
+entry.
 """
 
 from __future__ import annotations
@@ -101,8 +103,15 @@ def register_broker(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: 
 
 
 def _register(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
-    """§3.2, applied atomically: both rejection checks run before anything changes."""
-    _refuse_if_rejected(st, e)
+    """§3.2. A stale epoch is refused after RocketMQ's earlier steps, with its effects; the
+    single-topic guard refuses before anything changes."""
+    stale = _stale_epoch(st, e)
+    if stale is not None:
+        _refuse_stale(st, e, res)
+        raise Rejected(stale)
+    if creates_broker_from_one_topic(st.broker.addrs if st.broker is not None else {}, e):
+        raise Rejected(f"register broker failed: single-topic registration of unknown "
+                       f"{st.broker_name}/{e['brokerId']} ({e['brokerAddr']})")
     first = _upsert_broker(st, e, res)
     _apply_topic_configs(st, e, cfg, res, register_first=first)
     _refresh_live(st, e, cfg, res)
@@ -115,20 +124,54 @@ def creates_broker_from_one_topic(known_ids: Container[Any], e: Mapping[str, Any
     return e["brokerId"] not in known_ids and len(e["topicConfigTable"]) == 1
 
 
-def _refuse_if_rejected(st: GroupState, e: dict[str, Any]) -> None:
-    """§3.2.6 stale registration and §3.2.7 single-topic guard; raises Rejected."""
+def _stale_epoch(st: GroupState, e: dict[str, Any]) -> str | None:
+    """§3.2.6 (controller mode): why this registration is stale — another address holds its id
+    (once the registrant's own address has left any other id) with a newer epoch in the
+    registrant's cluster — or None."""
     cluster, addr, bid = e["clusterName"], e["brokerAddr"], e["brokerId"]
-    existing = st.broker.addrs if st.broker is not None else {}
-    # §3.2.6 (controller mode): the id's current holder has a newer epoch.
-    old_addr = existing.get(bid)
-    if old_addr is not None and old_addr != addr:
-        holder = st.live.get((cluster, old_addr))
-        incoming = e["dataVersion"]["stateVersion"]
-        if holder is not None and holder.data_version["stateVersion"] > incoming:
-            raise Rejected(f"stale registration of {addr} as {st.broker_name}/{bid}: "
-                           f"stateVersion {incoming} < {holder.data_version['stateVersion']} of {old_addr}")
-    if creates_broker_from_one_topic(existing, e):
-        raise Rejected(f"register broker failed: single-topic registration of unknown {st.broker_name}/{bid} ({addr})")
+    old_addr = st.broker.addrs.get(bid) if st.broker is not None else None
+    if old_addr is None or old_addr == addr:
+        return None
+    holder = st.live.get((cluster, old_addr))
+    incoming = e["dataVersion"]["stateVersion"]
+    if holder is None or holder.data_version["stateVersion"] <= incoming:
+        return None
+    return (f"stale registration of {addr} as {st.broker_name}/{bid}: "
+            f"stateVersion {incoming} < {holder.data_version['stateVersion']} of {old_addr}")
+
+
+def _refuse_stale(st: GroupState, e: dict[str, Any], res: Result) -> None:
+    """What RocketMQ has done by the time it refuses a stale epoch: the cluster lists the
+    brokerName, the group takes the registration's acting-master flag and zone, the address
+    leaves any other id, and its live entry is removed ("Remove the rejected brokerAddr from
+    brokerLiveTable"), so it answers changed=true until its epoch catches up."""
+    cluster, addr, bid = e["clusterName"], e["brokerAddr"], e["brokerId"]
+    broker = st.broker
+    assert broker is not None  # a stale epoch needs another holder of the id
+    _join_cluster(st, cluster, res)
+    _set_flags(broker, e, res, force=False)
+    for other in [i for i, a in broker.addrs.items() if a == addr and i != bid]:
+        del broker.addrs[other]
+        res.dirty_tables.add(t.BROKER_ADDR.name)
+        res.change("BROKER_UNREGISTERED", cluster=cluster, addr=addr, broker_id=other, before=addr,
+                   after="stale registration")
+    if st.live.pop((cluster, addr), None) is not None:
+        res.dirty_tables.add(t.BROKER_LIVE.name)
+
+
+def _join_cluster(st: GroupState, cluster: str, res: Result) -> None:
+    if cluster not in st.clusters:
+        st.clusters.add(cluster)
+        res.dirty_tables.add(t.CLUSTER_ADDR.name)
+        res.change("CLUSTER_JOINED", cluster=cluster)
+
+
+def _set_flags(broker: BrokerData, e: dict[str, Any], res: Result, *, force: bool) -> None:
+    """enableActingMaster (absent: a 4.x broker, false) and the zone, overwritten by every registration."""
+    acting = e["enableActingMaster"] is not None and bool(e["enableActingMaster"])
+    if (broker.enable_acting_master, broker.zone_name) != (acting, e["zoneName"]) or force:
+        broker.enable_acting_master, broker.zone_name = acting, e["zoneName"]
+        res.dirty_tables.add(t.BROKER_ADDR.name)
 
 
 def _upsert_broker(st: GroupState, e: dict[str, Any], res: Result) -> bool:
@@ -137,19 +180,13 @@ def _upsert_broker(st: GroupState, e: dict[str, Any], res: Result) -> bool:
     Returns whether this counts as the address's first registration (its topic configs then
     apply in full)."""
     cluster, addr, bid = e["clusterName"], e["brokerAddr"], e["brokerId"]
-    if cluster not in st.clusters:
-        st.clusters.add(cluster)
-        res.dirty_tables.add(t.CLUSTER_ADDR.name)
-        res.change("CLUSTER_JOINED", cluster=cluster)
+    _join_cluster(st, cluster, res)
     register_first = False
     if st.broker is None:
         st.broker = BrokerData(cluster=cluster)
         register_first = True
     broker = st.broker
-    acting = e["enableActingMaster"] is not None and bool(e["enableActingMaster"])
-    if (broker.enable_acting_master, broker.zone_name) != (acting, e["zoneName"]) or register_first:
-        broker.enable_acting_master, broker.zone_name = acting, e["zoneName"]
-        res.dirty_tables.add(t.BROKER_ADDR.name)
+    _set_flags(broker, e, res, force=register_first)
 
     # §3.2.5: one ip:port holds one id inside a group.
     moved_from = [i for i, a in broker.addrs.items() if a == addr and i != bid]
@@ -198,11 +235,12 @@ def _refresh_live(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Re
     """§3.2.11 the live table. A re-registration that only moves lastUpdateTimestamp is treated
     like a heartbeat for materialization (brokers re-register every 30 s)."""
     key = (e["clusterName"], e["brokerAddr"])
-    live = LiveInfo(broker_id=e["brokerId"], last_update=e["time"],
+    prev = st.live.get(key)
+    # RocketMQ stamps the entry with its clock at receipt, which only moves forward
+    live = LiveInfo(broker_id=e["brokerId"], last_update=e["time"] if prev is None else max(prev.last_update, e["time"]),
                     timeout_ms=cfg.default_timeout_ms if e["heartbeatTimeoutMillis"] is None
                     else e["heartbeatTimeoutMillis"],
                     data_version=dict(e["dataVersion"]), ha_server_addr=e["haServerAddr"])
-    prev = st.live.get(key)
     if prev is not None and (prev.broker_id, prev.timeout_ms, prev.data_version, prev.ha_server_addr) == (
             live.broker_id, live.timeout_ms, live.data_version, live.ha_server_addr):
         live.materialized_update = prev.materialized_update

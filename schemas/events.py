@@ -150,15 +150,17 @@ def _decode(value: bytes | None, max_message_bytes: int) -> dict[str, Any]:
 
 
 def _event_time(raw: Mapping[str, Any], record_time_ms: int, max_clock_skew_ms: int) -> int:
-    """The event's `timestamp` if it has one (within the allowed skew), else the record time."""
+    """The record's time: RocketMQ measures liveness on the NameServer's clock at receipt, so
+    the log's time counts (the job bounds it further by what it has read, `offset_log.LogClock`),
+    not the producer's. An event `timestamp` is the producer's claim, refused when it is further
+    than the allowed skew from the record time (a producer whose clock is that far off)."""
     ts = raw.get("timestamp")
-    if ts is None:
-        return record_time_ms
-    time_ms = int_in_range(ts, "timestamp", 0, 2**63 - 1)
-    if abs(time_ms - record_time_ms) > max_clock_skew_ms:
-        raise InvalidInput(
-            f"timestamp {time_ms} is more than {max_clock_skew_ms} ms away from the Kafka record time {record_time_ms}")
-    return time_ms
+    if ts is not None:
+        time_ms = int_in_range(ts, "timestamp", 0, 2**63 - 1)
+        if abs(time_ms - record_time_ms) > max_clock_skew_ms:
+            raise InvalidInput(f"timestamp {time_ms} is more than {max_clock_skew_ms} ms away from the Kafka "
+                               f"record time {record_time_ms}")
+    return record_time_ms
 
 
 def _broker_identity(raw: Mapping[str, Any], event: dict[str, Any], *, id_required: bool = True) -> None:

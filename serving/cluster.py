@@ -37,7 +37,10 @@ def data_version(cluster: str, broker_addr: str):
 @bp.get("/brokers/<broker_name>/master")
 def master(broker_name: str):
     validate_name(broker_name, "brokerName")
-    return jsonify(route_reads.master_of(snapshot(), broker_name))
+    cluster = request.args.get("cluster")
+    if cluster is not None:
+        validate_name(cluster, "cluster")
+    return jsonify(route_reads.master_of(snapshot(), broker_name, cluster))
 
 
 @bp.get("/brokers/<cluster>/<broker_name>/members")

@@ -179,8 +179,10 @@ PATHS: dict[str, Any] = {
                        _param("stateVersion", "query", schema={"type": "integer"}), *AS_OF],
         "responses": {"200": _json(_ref("DataVersionAnswer"), "changed?"), "400": E400, "404": E404_SNAPSHOT}}},
     "/brokers/{broker_name}/master": {"get": {
-        "summary": "a slave's master lookup (REGISTER_BROKER result): set only while the master is live",
-        "parameters": [BROKER, *AS_OF],
+        "summary": "a slave's master lookup (REGISTER_BROKER result): set only while the master is live "
+                   "in the registrant's cluster",
+        "parameters": [BROKER, _param("cluster", "query", description="the registrant's cluster (default: the "
+                                      "BrokerData's)"), *AS_OF],
         "responses": {"200": _json(_ref("Master"), "master"), "400": E400, "404": E404_SNAPSHOT}}},
     "/brokers/{cluster}/{broker_name}/members": {"get": {
         "summary": "GET_BROKER_MEMBER_GROUP (901)", "parameters": [CLUSTER, BROKER, *AS_OF],

@@ -66,12 +66,7 @@ class NamesrvModel:
         """Returns the result (masterAddr/haServerAddr) or None when the registration is refused."""
         bd_existing = self.brokerAddrTable.get(name)
         addrs_before = dict(bd_existing.brokerAddrs) if bd_existing else {}
-        # Deliberate difference: both refusals are checked before any side effect.
-        old = addrs_before.get(broker_id)
-        if old is not None and old != addr:
-            old_live = self.brokerLiveTable.get((cluster, old))
-            if old_live is not None and old_live.dataVersion["stateVersion"] > data_version["stateVersion"]:
-                return None
+        # Deliberate difference: the single-topic guard refuses before any side effect.
         if broker_id not in addrs_before and len(topic_config_table) == 1:
             return None
 
@@ -87,6 +82,14 @@ class NamesrvModel:
         bd.zoneName = zone
         for bid in [i for i, a in bd.brokerAddrs.items() if a == addr and i != broker_id]:
             del bd.brokerAddrs[bid]
+        # Stale epoch, after the steps above (RouteInfoManager L276-292): the refused address
+        # leaves the live table.
+        old = bd.brokerAddrs.get(broker_id)
+        if old is not None and old != addr:
+            old_live = self.brokerLiveTable.get((cluster, old))
+            if old_live is not None and old_live.dataVersion["stateVersion"] > data_version["stateVersion"]:
+                self.brokerLiveTable.pop((cluster, addr), None)
+                return None
         previous = bd.brokerAddrs.get(broker_id)
         bd.brokerAddrs[broker_id] = addr
         register_first = register_first or not previous

@@ -112,13 +112,26 @@ def test_broker_moving_cluster_stays_listed_in_the_old_one():
     assert rows(s, t.BROKER_ADDR)[0]["cluster"] == "C1"  # BrokerData.cluster is not updated
 
 
-def test_stale_registration_is_rejected_atomically():
+def test_stale_registration_of_a_new_address_is_refused_and_changes_nothing_else():
     s, _ = run((reg("b", 0, A0, state_version=5), 0))
     before = s.to_json()
     s, res = run((reg("b", 0, A1, state_version=4, cluster=CLUSTER), 1), state=s)
     assert res.rejected and "stale" in res.rejected[0]
     assert s.to_json() == before
     assert addrs(s) == {0: A0}
+
+
+def test_stale_registration_drops_the_address_from_its_other_id_and_the_live_table():
+    """Audit D4 (RocketMQ RouteInfoManager: removeIf same address, then "Remove the rejected
+    brokerAddr from brokerLiveTable"): the slave that claims id 0 with an old epoch is gone."""
+    s, _ = run((reg("b", 0, A0, state_version=5), 0), (reg("b", 1, A1, state_version=4), 1))
+    s, res = run((reg("b", 0, A1, state_version=4, zone="z9", acting=True), 2), state=s)
+    assert res.rejected and "stale" in res.rejected[0]
+    assert addrs(s) == {0: A0}
+    assert [r["brokerAddr"] for r in rows(s, t.BROKER_LIVE)] == [A0]
+    bd = rows(s, t.BROKER_ADDR)[0]
+    assert (bd["zoneName"], bd["enableActingMaster"]) == ("z9", True)  # set before the check, as in RocketMQ
+    assert [c["kind"] for c in res.changes] == ["BROKER_UNREGISTERED", "REGISTRATION_REJECTED"]
 
 
 def test_newer_epoch_takes_over_the_id():

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from pipelines.sink import _read_offset_log, plan_batch
+from pipelines.offset_log import read_offset_log
+from pipelines.sink import plan_batch
 from pipelines.step_rows import DEAD_LETTER, REJECTED
 
 
@@ -29,5 +30,5 @@ def test_plan_groups_rows_by_table_and_owner():
 def test_offset_log_reader(tmp_path):
     f = tmp_path / "3"
     f.write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":1}\n{"0":12,"1":4}\n')
-    assert _read_offset_log(f) == {"0": 12, "1": 4}
-    assert _read_offset_log(tmp_path / "missing") == {}
+    assert read_offset_log(f) == {"0": 12, "1": 4}
+    assert read_offset_log(tmp_path / "missing") == {}

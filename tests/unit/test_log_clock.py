@@ -1,0 +1,130 @@
+"""Liveness on the receiver's clock (`pipelines.offset_log.LogClock` through `run_group`).
+
+RocketMQ stamps lastUpdateTimestamp with its own clock when a request arrives and expires on
+that clock. Here the receive time is the record's log time bounded by what the job has read
+(the batch's log clock), and expiry runs at that clock: producer clocks that run ahead or
+behind change nothing, and a backlog read after an outage expires nobody whose heartbeats
+are still unread.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipelines.offset_log import LOG_CLOCK, BatchClocks, LogClock, read_source_offsets
+from pipelines.step import StepConfig, run_group
+from pipelines.step_rows import DEADLINE
+from routeinfo.state import GroupState
+from schemas import tables as t
+from tests.helpers import hb, reg, routing_config, topics
+
+T0 = 1_700_000_000_000
+TIMEOUT = 120_000
+CFG = StepConfig(routing_config(default_timeout_ms=TIMEOUT), max_message_bytes=1 << 20, max_clock_skew_ms=10**9)
+
+
+def record(event, offset, ts, key="bn"):
+    from schemas import events as ev
+    return {"partition": 0, "offset": offset, "timestamp": ts, "key": key, "value": ev.encode(event)[1]}
+
+
+def addrs(state):
+    return None if state is None else GroupState.from_parts(*state).broker.addrs
+
+
+def changes(rows):
+    return [c["kind"] for r in rows if r["target"] == t.ROUTE_CHANGES.name for c in json.loads(r["body"])]
+
+
+def test_a_member_whose_clock_runs_ahead_expires_nobody():
+    """Audit D2-a: the slave's host is 125 s ahead; RocketMQ keeps the master (both live)."""
+    master = reg("bn", 0, "10.0.0.1:10911", tps=topics("T1", "T2"))
+    state, _, _ = run_group("bn", [record(master, 0, T0)], None, T0, CFG, LogClock(until=T0))
+    slave = reg("bn", 1, "10.0.0.2:10911", tps=topics("T1", "T2"))
+    now = T0 + 200
+    state, _, rows = run_group("bn", [record(slave, 1, T0 + 125_000)], state, now, CFG, LogClock(since=T0, until=now))
+    assert addrs(state) == {0: "10.0.0.1:10911", 1: "10.0.0.2:10911"}
+    assert "BROKER_EXPIRED" not in changes(rows)
+    live = GroupState.from_parts(*state).live
+    assert live[("DefaultCluster", "10.0.0.2:10911")].last_update == now  # never after processing time
+
+
+def test_a_broker_whose_clock_lags_is_registered_and_stays():
+    """Audit D2-b: the host is 130 s behind; its records still arrived after the previous batch."""
+    now = T0 + 100
+    state, deadline, rows = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911"), 0, T0 - 130_000)], None, now,
+                                      CFG, LogClock(since=T0, until=now))
+    assert addrs(state) == {0: "10.0.0.1:10911"}
+    assert deadline == T0 + TIMEOUT + 1 and "BROKER_EXPIRED" not in changes(rows)
+
+
+def test_without_a_lower_bound_a_lagging_clock_is_taken_at_its_word():
+    """What the bound prevents (Spark's connector has no log clock): the same record expires at once."""
+    now = T0 + 100
+    state, _, rows = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911"), 0, T0 - 130_000)], None, now, CFG)
+    assert state is None and "BROKER_EXPIRED" in changes(rows)
+
+
+def test_catch_up_expires_nobody_whose_heartbeats_are_still_unread():
+    """Audit D2-c: the job was down for 3 minutes. Its first batch after the restart runs at
+    T0+180 s but has read the log only up to T0+40 s: the broker heartbeated at T0+30 s (read),
+    and its later heartbeats are further on. It must not expire; once the log clock passes
+    its deadline without a heartbeat, it does."""
+    state, _, _ = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911"), 0, T0)], None, T0, CFG, LogClock(until=T0))
+    now = T0 + 180_000
+    state, deadline, rows = run_group("bn", [record(hb("bn", 0, "10.0.0.1:10911"), 1, T0 + 30_000)], state, now,
+                                      CFG, LogClock(since=T0, until=T0 + 40_000))
+    assert addrs(state) == {0: "10.0.0.1:10911"} and "BROKER_EXPIRED" not in changes(rows)
+    assert deadline == T0 + 30_000 + TIMEOUT + 1  # already past processing time: called again next batch
+    # A later catch-up batch without this group's records (its Spark timeout fired): still alive.
+    state, _, rows = run_group("bn", [], state, now + 500, CFG, LogClock(since=T0 + 40_000, until=T0 + 100_000))
+    assert addrs(state) == {0: "10.0.0.1:10911"} and "BROKER_EXPIRED" not in changes(rows)
+    # The log has been read past T0+150 s and nothing came from it: it is gone.
+    state, _, rows = run_group("bn", [], state, now + 1000, CFG, LogClock(since=T0 + 100_000, until=T0 + 150_001))
+    assert state is None and "BROKER_EXPIRED" in changes(rows)
+
+
+def test_the_processing_time_timeout_alone_would_have_expired_it():
+    """The same catch-up judged on the wall clock (no log clock): the false expiry the clock prevents."""
+    state, _, _ = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911"), 0, T0)], None, T0, CFG)
+    state, _, rows = run_group("bn", [record(hb("bn", 0, "10.0.0.1:10911"), 1, T0 + 30_000)], state, T0 + 180_000, CFG)
+    assert state is None and "BROKER_EXPIRED" in changes(rows)
+
+
+def test_a_late_registration_never_moves_liveness_backwards():
+    state, _, _ = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911"), 0, T0),
+                                   record(hb("bn", 0, "10.0.0.1:10911"), 1, T0 + 50_000)], None, T0 + 50_000, CFG)
+    state, _, _ = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911"), 2, T0 + 10_000)], state, T0 + 60_000, CFG)
+    assert GroupState.from_parts(*state).live[("DefaultCluster", "10.0.0.1:10911")].last_update == T0 + 50_000
+
+
+@pytest.mark.parametrize(("clock", "record_time", "now", "expected"), [
+    (LogClock(), 5, 10, 5), (LogClock(), 15, 10, 10),
+    (LogClock(since=7), 5, 10, 7), (LogClock(since=7, until=8), 9, 10, 8),
+    (LogClock(since=12), 5, 10, 10),  # a bound after now is no bound: never later than processing time
+    (LogClock(until=20), 15, 10, 10)])
+def test_receive_time_is_bounded_by_the_log_and_by_now(clock, record_time, now, expected):
+    assert clock.receive_time(record_time, now) == expected
+    assert clock.expiry_time(now) == min(now, clock.until if clock.until is not None else now)
+
+
+def test_batch_clocks_come_from_the_offset_log(tmp_path):
+    offsets = tmp_path / "offsets"
+    offsets.mkdir()
+    for batch, clock in ((4, 1000), (5, 2000)):
+        (offsets / str(batch)).write_text(f'v1\n{{"batchTimestampMs":1}}\n{{"0":3,"tick":1,"{LOG_CLOCK}":{clock}}}\n')
+    (offsets / "6").write_text('v1\n{"batchTimestampMs":1}\n{"0":4,"tick":1}\n')  # written before the clock existed
+    clocks = BatchClocks(tmp_path)
+    assert clocks.clock(5) == LogClock(since=1000, until=2000)
+    assert clocks.clock(4) == LogClock(since=None, until=1000)
+    assert clocks.clock(6) == LogClock(since=2000, until=None)
+    assert clocks.clock(None) == LogClock()
+    assert read_source_offsets(offsets / "5")[LOG_CLOCK] == 2000
+
+
+def test_deadline_row_follows_the_log_clock():
+    _, _, rows = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911"), 0, T0 + 5)], None, T0 + 10, CFG,
+                                  LogClock(since=T0, until=T0 + 10))
+    assert [r["body"] for r in rows if r["target"] == DEADLINE] == [str(T0 + 5 + TIMEOUT + 1)]
