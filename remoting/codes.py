@@ -42,6 +42,8 @@ ADMIN_WRITES = frozenset({PUT_KV_CONFIG, DELETE_KV_CONFIG, WIPE_WRITE_PERM_OF_BR
                           REGISTER_TOPIC_IN_NAMESRV, UPDATE_NAMESRV_CONFIG, ADD_WRITE_PERM_OF_BROKER})
 BROKER_CODES = frozenset({REGISTER_BROKER, UNREGISTER_BROKER, QUERY_DATA_VERSION, BROKER_HEARTBEAT})
 
+# RemotingCommand.createResponseCommand's remark, left in place by processors that only set the code
+NOT_SET_REMARK = "not set any response code"
 FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 
 

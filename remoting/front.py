@@ -46,6 +46,7 @@ class Registered:
     broker_name: str
     broker_id: int
     generation: int
+    coords: list[tuple[int, int]]  # where the registration is in the event log
 
 
 @dataclass
@@ -187,17 +188,26 @@ class Front:
 
     def channel_closed(self, conn: Connection) -> None:
         """RocketMQ's onChannelDestroy (§5.2): unregister what this connection registered, unless
-        a newer registration of the same address came over another connection."""
+        a newer registration of the same address came over another connection. As in RocketMQ the
+        address is looked up in the route data (a BrokerData of its cluster holding it); one that
+        has left its group (another address took its id) is not unregistered, its live entry
+        expires. A registration the served cut does not show yet is unregistered as registered."""
         if self._closing:
             return
+        snap = self.store.current
         for (cluster, addr), reg in conn.registered.items():
             if self._owner.get((cluster, addr)) != (conn.ident, reg.generation):
                 continue
             del self._owner[(cluster, addr)]
             self._heartbeats.pop((cluster, addr), None)
-            event = ev.unregister_broker_event(cluster=cluster, broker_name=reg.broker_name, broker_id=reg.broker_id,
+            holder = route_reads.holder_of(snap, cluster, addr) if self.store.serves(reg.coords) \
+                else (reg.broker_name, reg.broker_id)
+            if holder is None:
+                log.info("connection of %s (%s) closed: no group holds the address any more", addr, cluster)
+                continue
+            event = ev.unregister_broker_event(cluster=cluster, broker_name=holder[0], broker_id=holder[1],
                                                addr=addr, timestamp=_now_ms())
-            log.info("connection of broker %s (%s, %s) closed: unregistering it", reg.broker_name, cluster, addr)
+            log.info("connection of broker %s (%s, %s) closed: unregistering it", holder[0], cluster, addr)
             self._spawn(self._publish_logged([event], "unregistering a closed connection's broker"))
 
     # ------------------------------------------------------------ dispatch
@@ -280,14 +290,25 @@ class Front:
     async def _register(self, conn: Connection, cmd: Command) -> Reply:
         event = requests.registration(cmd, _now_ms())
         key = (event["clusterName"], event["brokerAddr"])
-        if key not in self._owner and requests.single_topic_of_unknown(self.store.current, event):
-            return error(codes.SYSTEM_ERROR, "register broker failed")  # §3.2.7, answered as RocketMQ does
+        # §3.2.7, answered as RocketMQ does; judged on the served cut unless this connection has just
+        # registered the same id (a full registration the cut may not show yet)
+        mine = conn.registered.get(key)
+        just_registered = mine is not None and (mine.broker_name, mine.broker_id) == (event["brokerName"],
+                                                                                     event["brokerId"])
+        if not just_registered and requests.single_topic_of_unknown(self.store.current, event):
+            # still published: the job applies what RocketMQ does before it refuses (flags, zone, an
+            # address leaving its other id) and records the refusal
+            await self._publish([event])
+            return error(codes.SYSTEM_ERROR, "register broker failed")
         adds = _adds_topics(self.store.current, event)
         coords = await self._publish([event])
         generation = next(self._generations)
         self._owner[key] = (conn.ident, generation)
-        conn.registered[key] = Registered(event["brokerName"], event["brokerId"], generation)
+        conn.registered[key] = Registered(event["brokerName"], event["brokerId"], generation, coords)
         stale = requests.stale_epoch(self.store.current, event)
+        if stale:  # RocketMQ removes the refused address's live entry: its channel no longer unregisters it
+            self._owner.pop(key, None)
+            conn.registered.pop(key, None)
         snap = (await self._served(coords)) if adds and not stale else self.store.current
         ext: dict[str, str] = {}
         if event["brokerId"] != MASTER_ID and not stale:  # a refused epoch gets an empty result, as in RocketMQ

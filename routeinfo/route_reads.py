@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from routeinfo.snapshot import Snapshot
@@ -143,14 +143,43 @@ def system_topics(snap: Snapshot) -> dict[str, Any]:
 
 
 def unit_topics(snap: Snapshot, kind: str) -> dict[str, Any]:
-    """311/312/313. Deliberate difference: the QueueData of the smallest brokerName decides."""
+    """311/312/313: RocketMQ tests the flag of the QueueData its per-topic HashMap yields first."""
     if not snap.switches["enableTopicList"]:
         raise Disabled
     unit, sub = 1, 2
     tests = {"unit": lambda f: f & unit, "unit-sub": lambda f: f & sub,
              "unit-sub-ununit": lambda f: f & sub and not f & unit}
     test = tests[kind]
-    return {"topicList": sorted(t for t, qds in snap.topics.items() if qds and test(qds[0]["topicSysFlag"]))}
+    return {"topicList": sorted(t for t, qds in snap.topics.items() if qds and test(_first_in_hash_order(qds)))}
+
+
+def _first_in_hash_order(qds: list[dict[str, Any]]) -> int:
+    by_name = {q["brokerName"]: q for q in qds}
+    return int(by_name[java_hash_order(by_name)[0]]["topicSysFlag"])
+
+
+def java_hash_order(keys: Iterable[str]) -> list[str]:
+    """The order a java.util.HashMap of these String keys iterates in: by bucket, the capacity
+    being the default 16 doubled until the keys fit under the 0.75 load factor. Keys sharing a
+    bucket come in insertion order in Java, which a cut does not record: here by name."""
+    names = list(keys)
+    capacity = 16
+    while len(names) > capacity * 3 // 4:
+        capacity *= 2
+    return sorted(names, key=lambda k: (_spread(java_string_hash(k)) & (capacity - 1), k))
+
+
+def java_string_hash(s: str) -> int:
+    """String.hashCode() as an unsigned 32-bit value (over UTF-16 code units)."""
+    data = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def _spread(h: int) -> int:
+    return h ^ (h >> 16)  # HashMap.hash()
 
 
 # ---------------------------------------------------------------- brokers
@@ -178,6 +207,17 @@ def master_of(snap: Snapshot, broker_name: str, cluster: str | None = None) -> d
     if live is None:
         return {"masterAddr": None, "haServerAddr": None}
     return {"masterAddr": master, "haServerAddr": live["haServerAddr"]}
+
+
+def holder_of(snap: Snapshot, cluster: str, addr: str) -> tuple[str, int] | None:
+    """(brokerName, brokerId) under which a BrokerData of `cluster` holds `addr`, as RocketMQ's
+    setupUnRegisterRequest finds it for a closed channel (the smallest brokerName if several)."""
+    for name, bd in sorted(snap.brokers.items()):
+        if bd["cluster"] == cluster:
+            for bid, a in bd["brokerAddrs"].items():
+                if a == addr:
+                    return name, int(bid)
+    return None
 
 
 def member_group(snap: Snapshot, cluster: str, broker_name: str) -> dict[str, Any]:

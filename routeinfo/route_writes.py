@@ -5,11 +5,11 @@ and which topology changes happened (the `route_changes` audit log). `route_mana
 calls them in Kafka order; expiry lives in `housekeeping`. No I/O, no Spark, no wall clock:
 replaying a batch gives the same result, which the sink's idempotency relies on.
 
-Deliberate differences from RocketMQ (§15): a registration refused by the single-topic
-guard changes nothing (RocketMQ keeps partial side effects, such as an empty BrokerData), and
-a live entry whose address left brokerAddrs is still expired. A stale-epoch registration has
-RocketMQ's effects: what ran before its check, and the removal of the refused address's live
-entry.
+Deliberate differences from RocketMQ (§15): a refused registration that would leave an empty
+BrokerData (a new group, or its only address moving to the refused id) changes nothing, and a
+live entry whose address left brokerAddrs is still expired. Otherwise refused registrations have
+RocketMQ's effects: what ran before its checks and, for a stale epoch, the removal of the
+refused address's live entry.
 """
 
 from __future__ import annotations
@@ -107,9 +107,14 @@ def _register(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result
     single-topic guard refuses before anything changes."""
     stale = _stale_epoch(st, e)
     if stale is not None:
-        _refuse_stale(st, e, res)
+        _effects_before_refusal(st, e, res)
+        # RocketMQ: "Remove the rejected brokerAddr from brokerLiveTable", so it answers changed=true
+        # until its epoch catches up
+        if st.live.pop((e["clusterName"], e["brokerAddr"]), None) is not None:
+            res.dirty_tables.add(t.BROKER_LIVE.name)
         raise Rejected(stale)
     if creates_broker_from_one_topic(st.broker.addrs if st.broker is not None else {}, e):
+        _effects_before_refusal(st, e, res)
         raise Rejected(f"register broker failed: single-topic registration of unknown "
                        f"{st.broker_name}/{e['brokerId']} ({e['brokerAddr']})")
     first = _upsert_broker(st, e, res)
@@ -140,23 +145,26 @@ def _stale_epoch(st: GroupState, e: dict[str, Any]) -> str | None:
             f"stateVersion {incoming} < {holder.data_version['stateVersion']} of {old_addr}")
 
 
-def _refuse_stale(st: GroupState, e: dict[str, Any], res: Result) -> None:
-    """What RocketMQ has done by the time it refuses a stale epoch: the cluster lists the
-    brokerName, the group takes the registration's acting-master flag and zone, the address
-    leaves any other id, and its live entry is removed ("Remove the rejected brokerAddr from
-    brokerLiveTable"), so it answers changed=true until its epoch catches up."""
-    cluster, addr, bid = e["clusterName"], e["brokerAddr"], e["brokerId"]
+def _effects_before_refusal(st: GroupState, e: dict[str, Any], res: Result) -> None:
+    """What RocketMQ has done to an existing group by the time it refuses a registration (stale
+    epoch, single-topic guard): the cluster lists the brokerName, the group takes the
+    registration's acting-master flag and zone, and the address leaves its other ids. Nothing
+    when the group does not exist or the removal would empty it: RocketMQ then keeps an empty
+    BrokerData, which a cut cannot hold (a documented difference)."""
     broker = st.broker
-    assert broker is not None  # a stale epoch needs another holder of the id
+    cluster, addr, bid = e["clusterName"], e["brokerAddr"], e["brokerId"]
+    if broker is None:
+        return
+    moved = [i for i, a in broker.addrs.items() if a == addr and i != bid]
+    if len(moved) == len(broker.addrs):
+        return
     _join_cluster(st, cluster, res)
     _set_flags(broker, e, res, force=False)
-    for other in [i for i, a in broker.addrs.items() if a == addr and i != bid]:
+    for other in moved:
         del broker.addrs[other]
         res.dirty_tables.add(t.BROKER_ADDR.name)
         res.change("BROKER_UNREGISTERED", cluster=cluster, addr=addr, broker_id=other, before=addr,
-                   after="stale registration")
-    if st.live.pop((cluster, addr), None) is not None:
-        res.dirty_tables.add(t.BROKER_LIVE.name)
+                   after="refused registration")
 
 
 def _join_cluster(st: GroupState, cluster: str, res: Result) -> None:

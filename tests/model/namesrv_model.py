@@ -66,8 +66,10 @@ class NamesrvModel:
         """Returns the result (masterAddr/haServerAddr) or None when the registration is refused."""
         bd_existing = self.brokerAddrTable.get(name)
         addrs_before = dict(bd_existing.brokerAddrs) if bd_existing else {}
-        # Deliberate difference: the single-topic guard refuses before any side effect.
-        if broker_id not in addrs_before and len(topic_config_table) == 1:
+        guarded = broker_id not in addrs_before and len(topic_config_table) == 1
+        # Deliberate difference: where RocketMQ's guard would leave an empty BrokerData (a new
+        # group, or its only address moving to the refused id), nothing changes.
+        if guarded and (bd_existing is None or all(a == addr for a in addrs_before.values())):
             return None
 
         self.clusterAddrTable.setdefault(cluster, set()).add(name)
@@ -90,6 +92,8 @@ class NamesrvModel:
             if old_live is not None and old_live.dataVersion["stateVersion"] > data_version["stateVersion"]:
                 self.brokerLiveTable.pop((cluster, addr), None)
                 return None
+        if guarded:  # RouteInfoManager L294-298, after the steps above
+            return None
         previous = bd.brokerAddrs.get(broker_id)
         bd.brokerAddrs[broker_id] = addr
         register_first = register_first or not previous

@@ -1,0 +1,75 @@
+"""RocketMQ's own NameServer as the oracle (tests/differential/bed.py): generated request
+sequences sent to RocketMQ 5.3.3's NameServer and to ours, every read compared after every step.
+
+- `test_rocketmq_and_ours_answer_alike`: ours is the remoting front's code over the pipeline's
+  pure core (tests/differential/in_memory.py), so thousands of steps fit in the suite;
+  NAMESRV_DIFF_SEQUENCES raises the count (`./run.sh soak --differential N`).
+- `test_rocketmq_and_the_running_system_answer_alike`: fewer steps through the whole system
+  (front, Kafka, the streaming job, Delta, the served cut).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from tests.differential.bed import STEPS, Outcome, Side, Universe, clusters_of, run_sequence, steps
+from tests.harness import REMOTING_AK, REMOTING_SK, FrontThread
+
+pytestmark = pytest.mark.integration
+SEQUENCES = int(os.environ.get("NAMESRV_DIFF_SEQUENCES", "200"))
+SIGNED = {"access_key": REMOTING_AK, "secret_key": REMOTING_SK}
+_names = itertools.count(int(os.environ.get("NAMESRV_DIFF_FIRST", "1")))
+
+
+@pytest.fixture(scope="module")
+def java_namesrv():
+    if shutil.which("java") is None:
+        pytest.skip("Java 17+ is not on PATH: RocketMQ's NameServer cannot start")
+    from ops import rocketmq_software as rmq
+    p = rmq.start_namesrv()
+    yield p
+    p.kill()
+
+
+@pytest.fixture(scope="module")
+def ours_in_memory(tmp_path_factory):
+    from conf import load_config
+    from tests.differential.in_memory import in_memory_front
+    cfg = load_config({"NAMESRV_DATA_DIR": str(tmp_path_factory.mktemp("diff")), "NAMESRV_REMOTING_PORT": "0",
+                       "NAMESRV_REMOTING_ACCESS_KEY": REMOTING_AK, "NAMESRV_REMOTING_SECRET_KEY": REMOTING_SK})
+    front = FrontThread(in_memory_front(cfg))
+    yield front
+    front.stop()
+    assert not front.store.dead_letters, front.store.dead_letters[:3]
+
+
+def _run(java_addr: str, ours: Side, examples: int, max_steps: int, outcome: Outcome, **kw) -> None:
+    @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(clusters_of, steps(max_steps))
+    def sequence(clusters, seq):
+        run_sequence(Side("RocketMQ", java_addr), Side(ours.name, ours.addr, ours.sign), Universe(next(_names), clusters),
+                     seq, outcome, **kw)
+
+    sequence()
+
+
+def test_rocketmq_and_ours_answer_alike(java_namesrv, ours_in_memory, figures):
+    outcome = Outcome()
+    _run(java_namesrv.addr, Side("ours", ours_in_memory.addr, SIGNED), SEQUENCES, 24, outcome)
+    figures(f"differential (in-memory pipeline): {outcome.sequences} sequences, {outcome.steps} steps, "
+            f"{outcome.reads} reads compared on each side; {outcome.guarded} ended by the single-topic guard")
+    assert outcome.sequences >= SEQUENCES and outcome.steps >= 10 * SEQUENCES
+
+
+def test_rocketmq_and_the_running_system_answer_alike(java_namesrv, remoting_system, figures):
+    outcome = Outcome()
+    ours = Side("ours (running system)", remoting_system.remoting_addr, SIGNED)
+    _run(java_namesrv.addr, ours, 4, 8, outcome, settle_s=15.0, async_kinds=frozenset(STEPS))
+    figures(f"differential (running system): {outcome.sequences} sequences, {outcome.steps} steps")
+    assert outcome.steps >= 10
