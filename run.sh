@@ -4,7 +4,7 @@
 #   ./run.sh test [args]     set up, lint (ruff) and type-check (mypy), then run the whole test suite (args go to pytest)
 #   ./run.sh check [args]    the fast loop: lint, types and the unit tests only (seconds; args go to pytest)
 #   ./run.sh simulate ...    publish a simulated broker fleet (--brokers N --topics M [--slaves K] [--period S])
-#   ./run.sh soak [--minutes N]  long run: a churning 1,000-broker fleet, RSS/lag/open-time table
+#   ./run.sh soak [--minutes N] [--catch-up] [--differential SEQ] [--kills K]  long runs (fleet, catch-up, oracle, crashes)
 #   ./run.sh bench [--quick]     benchmark suite (needs Debian's wrk, etcd-server, etcd-client); writes BENCHMARKS.md
 #   ./run.sh setup           only create/refresh the virtualenv
 set -euo pipefail

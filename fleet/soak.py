@@ -97,8 +97,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=float, default=30.0, help="sampling interval (s)")
     ap.add_argument("--kills", type=int, default=0,
                     help="afterwards, run the crash-safety test with this many SIGKILLs (e.g. 50)")
+    ap.add_argument("--differential", type=int, default=0, metavar="SEQUENCES",
+                    help="afterwards, compare this many generated request sequences with RocketMQ's own NameServer "
+                         "(e.g. 1500, about 22,000 steps)")
+    ap.add_argument("--catch-up", action="store_true",
+                    help="afterwards, stop the job for 3 minutes under a 1,000-broker fleet (120 s timeout) and check "
+                         "that catching up expires nobody")
     args = ap.parse_args(argv)
     ok = soak(args) if args.minutes > 0 else True
+    if args.catch_up:
+        print("\ncatch-up after a 3-minute outage, 1,000 brokers:", flush=True)
+        env = {**os.environ, "NAMESRV_CATCHUP_BROKERS": "1000", "NAMESRV_CATCHUP_TIMEOUT_MS": "120000",
+               "NAMESRV_CATCHUP_OUTAGE_S": "180"}
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               "tests/integration/test_catch_up.py"], cwd=ROOT, env=env)
+        ok = ok and done.returncode == 0
+    if args.differential:
+        print(f"\ndifferential test against RocketMQ's NameServer, {args.differential} sequences:", flush=True)
+        env = {**os.environ, "NAMESRV_DIFF_SEQUENCES": str(args.differential)}
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "ours_answer",
+                               "tests/integration/test_differential.py"], cwd=ROOT, env=env)
+        ok = ok and done.returncode == 0
     if args.kills:
         print(f"\ncrash safety with {args.kills} kills:", flush=True)
         env = {**os.environ, "NAMESRV_CRASH_KILLS": str(args.kills)}

@@ -282,11 +282,23 @@ def reads(u: Universe, touched: Touched) -> Iterator[tuple[str, int, dict[str, s
         yield f"901 {name}", codes.GET_BROKER_MEMBER_GROUP, {"clusterName": cluster, "brokerName": name}
 
 
-def call_read(side: Side, code: int, ext: dict[str, str]) -> Command:
-    if code == codes.QUERY_DATA_VERSION:
-        body = json.dumps({"timestamp": 1, "counter": 1, "stateVersion": 0}).encode()
-        return side.admin.call(code, {**ext, "brokerId": "0", "brokerName": "x"}, body)
-    return side.admin.call(code, dict(ext))
+_DV_BODY = json.dumps({"timestamp": 1, "counter": 1, "stateVersion": 0}).encode()
+
+
+def call_reads(side: Side, requests: list[tuple[int, dict[str, str]]]) -> list[Command]:
+    """Pipelined on the admin connection (both NameServers answer by opaque, in any order)."""
+    c = side.admin
+    opaques = []
+    for code, ext in requests:
+        if code == codes.QUERY_DATA_VERSION:
+            opaques.append(c.send(code, {**ext, "brokerId": "0", "brokerName": "x"}, _DV_BODY))
+        else:
+            opaques.append(c.send(code, dict(ext)))
+    answers = {}
+    while len(answers) < len(opaques):
+        answer = c.receive()
+        answers[answer.opaque] = answer
+    return [answers[o] for o in opaques]
 
 
 @dataclass
@@ -316,7 +328,9 @@ class Touched:
 
 
 def snapshot_of(side: Side, u: Universe, touched: Touched) -> dict[str, Any]:
-    return {label: normalise(code, call_read(side, code, ext), u) for label, code, ext in reads(u, touched)}
+    asked = list(reads(u, touched))
+    answers = call_reads(side, [(code, ext) for _, code, ext in asked])
+    return {label: normalise(code, answer, u) for (label, code, _), answer in zip(asked, answers, strict=True)}
 
 
 def empty_broker_data(side: Side, u: Universe) -> bool:

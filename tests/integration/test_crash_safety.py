@@ -28,7 +28,7 @@ from tests.helpers import DEFAULTS, norm, topics
 from tests.model.namesrv_model import NamesrvModel
 
 pytestmark = pytest.mark.integration
-KILLS = int(os.environ.get("NAMESRV_CRASH_KILLS", "8"))  # `./run.sh soak --kills 50` raises it
+KILLS = int(os.environ.get("NAMESRV_CRASH_KILLS", "5"))  # `./run.sh soak --kills 50` raises it
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from routeinfo import route_reads
-from tests.helpers import cut, reg
+from tests.helpers import cut, reg, topics
 
 
 def test_route_has_rocketmq_field_names_and_string_ids():
@@ -38,3 +38,36 @@ def test_route_mutation_does_not_leak_into_the_snapshot():
     snap = cut(reg("a", 0, "10.0.0.1:1"))
     route_reads.topic_route(snap, "TopicTest")["brokerDatas"][0]["brokerAddrs"]["9"] = "x"
     assert "9" not in route_reads.topic_route(snap, "TopicTest")["brokerDatas"][0]["brokerAddrs"]
+
+
+# java.util.HashMap<String, ?>.keySet() order, printed by Java 17 for these keys inserted in this order
+JAVA_HASHMAP_ORDERS = [
+    (["broker-a", "broker-b", "broker-c"], ["broker-b", "broker-c", "broker-a"]),
+    (["d466xb0", "d466xb1", "d466xb2"], ["d466xb2", "d466xb0", "d466xb1"]),
+    (["zeta", "alpha", "mid", "Broker_9", "broker-10", "x"], ["zeta", "Broker_9", "broker-10", "alpha", "x", "mid"]),
+    ([f"b{i}" for i in range(20)],  # 20 keys: the table has doubled to 32 buckets
+     ["b10", "b12", "b11", "b14", "b13", "b16", "b15", "b18", "b17", "b19"] + [f"b{i}" for i in range(10)]),
+]
+
+
+def test_java_hash_order_is_hashmaps():
+    from routeinfo.route_reads import java_hash_order, java_string_hash
+    assert java_string_hash("hello") == 99162322 and java_string_hash("") == 0
+    for keys, java in JAVA_HASHMAP_ORDERS:
+        assert java_hash_order(keys) == java
+
+
+def test_unit_lists_test_the_queue_data_rocketmq_sees_first():
+    """RocketMQ's getUnitTopics takes queueDatas.values().iterator().next(): for broker-a/b/c that
+    is broker-b's (see JAVA_HASHMAP_ORDERS), not the smallest name's."""
+    snap = cut(reg("broker-a", 0, "10.0.0.1:1", tps=topics("U", "V", sys_flag=0)),
+               reg("broker-b", 0, "10.0.0.2:1", tps=topics("U", "V", sys_flag=1)),
+               reg("broker-c", 0, "10.0.0.3:1", tps=topics("U", "V", sys_flag=0)))
+    assert route_reads.unit_topics(snap, "unit") == {"topicList": ["U", "V"]}
+
+
+def test_holder_of_an_address_is_found_in_its_cluster_only():
+    snap = cut(reg("broker-a", 1, "10.0.0.1:1", cluster="C1"))
+    assert route_reads.holder_of(snap, "C1", "10.0.0.1:1") == ("broker-a", 1)
+    assert route_reads.holder_of(snap, "C2", "10.0.0.1:1") is None
+    assert route_reads.holder_of(snap, "C1", "10.0.0.9:1") is None
