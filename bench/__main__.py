@@ -13,6 +13,7 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,12 @@ from bench.system import System, cpu_seconds, machine
 from conf import load_config
 from conf.version import argument_parser
 from ops.apache_kafka import start_kafka
+from remoting.client import RemotingClient
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-PARTS = ("system", "serving", "offline", "memory", "sources", "writers", "remoting")
+PARTS = ("system", "serving", "offline", "memory", "sources", "writers", "remoting", "versus")
 LAST_RUN = ROOT / "bench" / "last-run.json"
 
 
@@ -449,6 +451,74 @@ def remoting_benchmark(rep: Report, quick: bool) -> None:
         f"{ours['rss_mib'] / max(theirs['rss_mib'], 1):.2f} |"])
 
 
+def versus_benchmark(rep: Report, quick: bool) -> None:
+    """Our system and RocketMQ's NameServer under the same fleet (bench/versus.py), one after the other."""
+    from bench import versus
+    from ops import rocketmq_software as rmq
+    from ops.procs import tree
+    sizes, topics = ((200, 1000) if quick else (1000, 10_000)), 100
+    seconds, probes = (20, 5) if quick else (60, 10)
+    results: dict[str, dict[int, dict[str, Any]]] = {"ours": {}, "rocketmq": {}}
+
+    def measure(addr: str, n: int, pids: Callable[[], list[int]]) -> dict[str, Any]:
+        fleet = versus.RemotingFleet(addr, n, topics)
+        try:
+            with RemotingClient(addr) as reader:  # the last broker's routes answered: all registered
+                versus.wait_route(reader, f"VsTopic-{n - 1}-{topics - 1}", present=True, timeout_s=900)
+            registered_s = fleet.register_s
+            fleet.start()
+            time.sleep(min(30.0, seconds / 2))  # the heartbeats' steady state
+            out: dict[str, Any] = {"register_s": registered_s, **versus.cost(pids, seconds)}
+            out["fresh"] = versus.freshness(addr, probes, {})
+            out["expiry"] = versus.expiry(addr, probes, {})
+            print(f"   {n} brokers: {out}", flush=True)
+            return out
+        finally:
+            fleet.close()
+
+    for n in sizes:
+        with System() as s:
+            results["ours"][n] = measure(f"127.0.0.1:{s.cfg.remoting_port}", n,
+                                         lambda: [p.pid for p in tree(s.launcher.pid)])  # type: ignore[union-attr]
+        java_ns = rmq.start_namesrv(heap="2g", full_jit=True)
+        try:
+            results["rocketmq"][n] = measure(java_ns.addr, n, lambda: [java_ns.proc.pid])  # noqa: B023
+        finally:
+            java_ns.cleanup()
+    rep.raw["versus"] = results
+    lines = [
+        f"The same driver (`bench/versus.py`) registers N brokers over RocketMQ's protocol (100 topics each, {versus.POOL} "
+        "connections kept open), lets them heartbeat (904, one-way) every 30 s spread over the period, and measures "
+        f"for {seconds} s: CPU and RSS of everything each side runs (ours: Tansu, the job's JVM and Python workers, "
+        "the HTTP server, the remoting front, the launcher; RocketMQ: NamesrvStartup, 2 GiB heap ceiling, serial GC, "
+        "full JIT); then "
+        f"{probes} registrations of a new topic until its route is answered, and {probes} brokers with "
+        "heartbeatTimeoutMillis 10 s from their last heartbeat until their route is gone. One side after the "
+        "other, in this run, on this machine.", "",
+        "| brokers | | ours | RocketMQ NameServer | ratio ours/RocketMQ |", "|---|---|---|---|---|"]
+    for n in sizes:
+        o, j = results["ours"][n], results["rocketmq"][n]
+        for label, a, b, fmt in (
+                ("CPU, % of a core", o["cpu_pct"], j["cpu_pct"], "{:.1f}"),
+                ("RSS, MiB", o["rss_mib"], j["rss_mib"], "{:.0f}"),
+                ("registering all, s", o["register_s"], j["register_s"], "{:.1f}"),
+                ("registration → route answered, p50 / max s", o["fresh"]["p50_s"], j["fresh"]["p50_s"], "{:.3f}"),
+                ("last heartbeat → route gone (10 s timeout), p50 s", o["expiry"]["p50_s"], j["expiry"]["p50_s"],
+                 "{:.1f}")):
+            extra_o = f" / {o['fresh']['max_s']:.3f}" if "p50 / max" in label else ""
+            extra_j = f" / {j['fresh']['max_s']:.3f}" if "p50 / max" in label else ""
+            lines.append(f"| {n:,} | {label} | {fmt.format(a)}{extra_o} | {fmt.format(b)}{extra_j} | "
+                         f"{a / b if b else float('inf'):.2f} |")
+    rep.section("Side by side with RocketMQ's NameServer under one fleet", lines)
+    big = sizes[-1]
+    o, j = results["ours"][big], results["rocketmq"][big]
+    rep.target(f"{big:,} brokers × 100 topics, 30 s heartbeats, vs RocketMQ's NameServer (CPU, RSS, freshness, expiry)",
+               "measured side by side (no target set)",
+               f"CPU {o['cpu_pct']:.1f} vs {j['cpu_pct']:.1f} % of a core, RSS {o['rss_mib']:.0f} vs {j['rss_mib']:.0f} MiB, "
+               f"route answered {o['fresh']['p50_s']:.2f} vs {j['fresh']['p50_s']:.3f} s, gone after "
+               f"{o['expiry']['p50_s']:.1f} vs {j['expiry']['p50_s']:.1f} s", None)
+
+
 def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
     ap = argument_parser("./run.sh bench", __doc__.split("\n\n")[0])
@@ -464,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
         rep.load_previous()
     parts = {"system": system_benchmarks, "serving": serving_benchmarks, "offline": offline_benchmarks,
              "memory": memory_benchmark, "sources": sources_benchmark, "writers": writers_benchmark,
-             "remoting": remoting_benchmark}
+             "remoting": remoting_benchmark, "versus": versus_benchmark}
     for name, fn in parts.items():
         if args.only and name not in args.only:
             continue

@@ -120,8 +120,10 @@ def _home(prefix: str) -> Path:
     return home
 
 
-def start_namesrv(port: int | None = None, *, timeout_s: float = 60.0) -> JavaProcess:
-    """RocketMQ's NameServer (NamesrvStartup), small: 2 worker threads, 128 MiB heap."""
+def start_namesrv(port: int | None = None, *, timeout_s: float = 60.0, heap: str = "128m",
+                  full_jit: bool = False) -> JavaProcess:
+    """RocketMQ's NameServer (NamesrvStartup), small: 2 worker threads, 128 MiB heap by default,
+    C1 only unless `full_jit` (benchmarks: the JIT a production JVM runs)."""
     port = port or free_port()
     home = _home("rmq-namesrv-")
     conf = home / "namesrv.properties"
@@ -129,8 +131,9 @@ def start_namesrv(port: int | None = None, *, timeout_s: float = 60.0) -> JavaPr
                                "defaultThreadPoolNums=2", "clientRequestThreadPoolNums=2", "serverWorkerThreads=2",
                                "serverSelectorThreads=1", ""]))
     p = _spawn("namesrv", java("org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf), home=home,
-                               logback="rmq.namesrv.logback.xml",
-                               opts=["-XX:MaxDirectMemorySize=64m", "-Dio.netty.allocator.numDirectArenas=1"]), home)
+                               logback="rmq.namesrv.logback.xml", heap=heap,
+                               opts=["-XX:MaxDirectMemorySize=64m", "-Dio.netty.allocator.numDirectArenas=1",
+                                     *(["-XX:TieredStopAtLevel=4"] if full_jit else [])]), home)
     p.addr = f"127.0.0.1:{port}"
     return _await(p, port, "The Name Server boot success", timeout_s)
 

@@ -43,22 +43,9 @@ class RemotingClient:
             raise RuntimeError(f"answer to opaque {answer.opaque}, expected {opaque}")
         return answer
 
-    def register_broker(self, *, cluster: str, broker_name: str, broker_id: int, addr: str,
-                        topics: dict[str, dict[str, Any]], ha_addr: str | None = None,
-                        data_version: dict[str, int] | None = None, compressed: bool = False,
-                        acting: bool | None = False, filter_servers: list[str] | None = None,
-                        ext: dict[str, str] | None = None) -> Command:
-        """REGISTER_BROKER (103) as a 5.x broker sends it: body, CRC, header (`ext` adds or
-        overrides; `acting` None leaves enableActingMaster out, as a 4.x broker does)."""
-        body = bodies.encode_registration(topics, data_version or {"timestamp": 1, "counter": 1, "stateVersion": 0},
-                                          compressed=compressed, filter_servers=filter_servers)
-        fields = {"brokerName": broker_name, "brokerAddr": addr, "clusterName": cluster, "brokerId": str(broker_id),
-                  "compressed": "false", "bodyCrc32": str(bodies.crc32(body))}
-        if acting is not None:
-            fields["enableActingMaster"] = str(acting).lower()
-        if ha_addr is not None:
-            fields["haServerAddr"] = ha_addr
-        return self.call(codes.REGISTER_BROKER, {**fields, **(ext or {})}, body)
+    def register_broker(self, **registration: Any) -> Command:
+        """REGISTER_BROKER (103) as a 5.x broker sends it (see `registration_request`)."""
+        return self.call(codes.REGISTER_BROKER, *registration_request(**registration))
 
     def _exactly(self, n: int) -> bytes:
         chunks, got = [], 0
@@ -78,3 +65,21 @@ class RemotingClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def registration_request(*, cluster: str, broker_name: str, broker_id: int, addr: str,
+                         topics: dict[str, dict[str, Any]], ha_addr: str | None = None,
+                         data_version: dict[str, int] | None = None, compressed: bool = False,
+                         acting: bool | None = False, filter_servers: list[str] | None = None,
+                         ext: dict[str, str] | None = None) -> tuple[dict[str, str], bytes]:
+    """A REGISTER_BROKER's header and body: body, CRC, header (`ext` adds or overrides; `acting`
+    None leaves enableActingMaster out, as a 4.x broker does)."""
+    body = bodies.encode_registration(topics, data_version or {"timestamp": 1, "counter": 1, "stateVersion": 0},
+                                      compressed=compressed, filter_servers=filter_servers)
+    fields = {"brokerName": broker_name, "brokerAddr": addr, "clusterName": cluster, "brokerId": str(broker_id),
+              "compressed": "false", "bodyCrc32": str(bodies.crc32(body))}
+    if acting is not None:
+        fields["enableActingMaster"] = str(acting).lower()
+    if ha_addr is not None:
+        fields["haServerAddr"] = ha_addr
+    return {**fields, **(ext or {})}, body

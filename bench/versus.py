@@ -1,0 +1,160 @@
+"""Ours and RocketMQ's NameServer under the same broker fleet, driven over RocketMQ's protocol.
+
+The driver is the same for both sides: brokers register over remoting (100 topics each, on a
+pool of connections kept open, since closing a broker's connection unregisters it), then
+heartbeat (904, one-way) every 30 s spread evenly over the period, as a real fleet does.
+Measured per side: CPU and RSS of its processes while the fleet heartbeats, the time from a
+registration to its route being answered, and the time from a broker's last heartbeat to its
+route disappearing (heartbeatTimeoutMillis 10 s). Every loop is bounded.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.system import cpu_seconds
+from ops.procs import processes
+from remoting import codes
+from remoting.client import RemotingClient, registration_request
+
+CLUSTER = "VsCluster"
+POOL = 32  # connections carrying the fleet's registrations and heartbeats
+
+
+def _addr(g: int) -> str:
+    return f"10.{20 + g // 62500}.{g // 250 % 250}.{g % 250}:10911"
+
+
+def _table(prefix: str, g: int, topics: int) -> dict[str, dict[str, Any]]:
+    return {f"{prefix}-{g}-{i}": {"readQueueNums": 4, "writeQueueNums": 4} for i in range(topics)}
+
+
+class RemotingFleet:
+    """`brokers` registered over `POOL` connections, heartbeating every `period_s` from a thread."""
+
+    def __init__(self, addr: str, brokers: int, topics: int, *, period_s: float = 30.0,
+                 access_key: str | None = None, secret_key: str | None = None) -> None:
+        self.addr, self.brokers, self.period = addr, brokers, period_s
+        self.conns = [RemotingClient(addr, timeout_s=120, access_key=access_key, secret_key=secret_key)
+                      for _ in range(POOL)]
+        started = time.monotonic()
+        failures: list[str] = []
+        workers = [threading.Thread(target=self._register, args=(i, topics, failures), daemon=True) for i in range(POOL)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(timeout=3600)
+        if failures:
+            raise RuntimeError(f"{len(failures)} registrations refused by {addr}, e.g. {failures[0]}")
+        self.register_s = time.monotonic() - started
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True)
+        self.sent = 0
+
+    def _register(self, i: int, topics: int, failures: list[str], window: int = 16) -> None:
+        """Connection i's brokers, pipelined (at most `window` answers outstanding), as a broker
+        fleet starting up would send them."""
+        c, mine = self.conns[i], list(range(i, self.brokers, POOL))
+        outstanding = 0
+        for g in mine:
+            c.send(codes.REGISTER_BROKER, *registration_request(cluster=CLUSTER, broker_name=f"vs-{g}", broker_id=0,
+                                                                addr=_addr(g), topics=_table("VsTopic", g, topics)))
+            outstanding += 1
+            if outstanding >= window:
+                outstanding -= self._answer(c, failures)
+        while outstanding:
+            outstanding -= self._answer(c, failures)
+
+    @staticmethod
+    def _answer(c: RemotingClient, failures: list[str]) -> int:
+        answer = c.receive()
+        if answer.code != codes.SUCCESS:
+            failures.append(f"{answer.code} {answer.remark}")
+        return 1
+
+    def start(self) -> RemotingFleet:
+        self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        tick, g = 0.5, 0
+        per_tick = max(1, round(self.brokers * tick / self.period))
+        while not self._stop.wait(tick):
+            for _ in range(per_tick):
+                self.conns[g % POOL].send(codes.BROKER_HEARTBEAT, {
+                    "clusterName": CLUSTER, "brokerAddr": _addr(g), "brokerName": f"vs-{g}"}, oneway=True)
+                g = (g + 1) % self.brokers
+                self.sent += 1
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        for c in self.conns:
+            c.close()
+
+
+def wait_route(c: RemotingClient, topic: str, *, present: bool, timeout_s: float) -> float:
+    """Seconds until `topic`'s route is (or is no longer) answered, polled every 10 ms."""
+    started = time.monotonic()
+    while (c.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}).code == codes.SUCCESS) != present:
+        if time.monotonic() - started > timeout_s:
+            raise TimeoutError(f"{topic} still {'absent' if present else 'present'} after {timeout_s:.0f} s")
+        time.sleep(0.01)
+    return time.monotonic() - started
+
+
+def cost(pids: Callable[[], list[int]], seconds: float) -> dict[str, float]:
+    """CPU (% of one core) and RSS (MiB) of the side's processes over `seconds`."""
+    ids = pids()
+    c0, t0 = cpu_seconds(ids), time.monotonic()
+    time.sleep(seconds)
+    c1, t1 = cpu_seconds(ids), time.monotonic()
+    rss = sum(p.rss_kib for p in processes() if p.pid in set(pids())) / 1024
+    return {"cpu_pct": 100 * (c1 - c0) / (t1 - t0), "rss_mib": rss}
+
+
+def freshness(addr: str, probes: int, keys: dict[str, str]) -> dict[str, float]:
+    """REGISTER_BROKER answered → its new topic's route answered."""
+    out = []
+    with RemotingClient(addr, **keys) as broker, RemotingClient(addr) as reader:  # type: ignore[arg-type]
+        for i in range(probes):
+            topics: dict[str, dict[str, Any]] = {f"VsFresh-{i}": {}, f"VsFreshBase-{i}": {}}
+            t0 = time.monotonic()
+            answer = broker.register_broker(cluster=CLUSTER, broker_name=f"vs-fresh-{i}", broker_id=0,
+                                            addr=f"10.19.0.{i % 250}:{10911 + i // 250}", topics=topics)
+            assert answer.code == codes.SUCCESS, answer.remark
+            wait_route(reader, f"VsFresh-{i}", present=True, timeout_s=60)
+            out.append(time.monotonic() - t0)
+            time.sleep(0.37)  # de-phase from the job's trigger
+    return {"p50_s": statistics.median(out), "max_s": max(out), "n": probes}
+
+
+def expiry(addr: str, probes: int, keys: dict[str, str], timeout_ms: int = 10_000) -> dict[str, float]:
+    """Brokers (heartbeatTimeoutMillis 10 s) heartbeat once and fall silent, connections open:
+    seconds from that heartbeat to their route disappearing."""
+    conns = [RemotingClient(addr, **keys) for _ in range(probes)]  # type: ignore[arg-type]
+    try:
+        for i, c in enumerate(conns):
+            answer = c.register_broker(cluster=CLUSTER, broker_name=f"vs-exp-{i}", broker_id=0,
+                                       addr=f"10.18.0.{i}:10911", topics={f"VsExp-{i}": {}, f"VsExpBase-{i}": {}},
+                                       ext={"heartbeatTimeoutMillis": str(timeout_ms)})
+            assert answer.code == codes.SUCCESS, answer.remark
+        with RemotingClient(addr) as reader:
+            for i in range(probes):
+                wait_route(reader, f"VsExp-{i}", present=True, timeout_s=60)
+            for i, c in enumerate(conns):
+                c.call(codes.BROKER_HEARTBEAT, {"clusterName": CLUSTER, "brokerAddr": f"10.18.0.{i}:10911",
+                                                "brokerName": f"vs-exp-{i}"})
+            last = time.monotonic()
+            gone = []
+            for i in range(probes):
+                wait_route(reader, f"VsExp-{i}", present=False, timeout_s=timeout_ms / 1000 + 90)
+                gone.append(time.monotonic() - last)
+        return {"p50_s": statistics.median(gone), "max_s": max(gone), "n": probes, "timeout_ms": timeout_ms}
+    finally:
+        for c in conns:
+            c.close()
