@@ -178,24 +178,32 @@ class KafkaStreamReader(DataSourceStreamReader):
             out = {**out, LOG_CLOCK: self._log_clock(start, out, ends, int(now))}
         return admission.offsets_to_run(start, out, run=run)
 
-    def _log_clock(self, start: dict, out: dict, ends: dict[int, int], now_ms: int) -> int:
-        """`now` when the batch reads every partition to its end; while it lags, the record time of
-        the newest record it reads in the lagging partitions (the oldest of those), so that expiry
-        judges a backlog by how far the job has read, not by the wall clock. Never behind the
-        previous batch's clock; if the record cannot be read, the previous clock stands."""
+    def _log_clock(self, start: dict, out: dict, ends: dict[int, int], now_ms: int) -> dict[str, int]:
+        """Per partition: `now` when the batch reads it to its end; while it lags, the record time of
+        the newest record the batch reads there, so that expiry judges a backlog by how far the job
+        has read, not by the wall clock. Never behind the previous batch's clock; if the record
+        cannot be read, the previous clock stands."""
         previous = start.get(LOG_CLOCK)
-        lagging = {int(p): int(o) for p, o in out.items()
-                   if admission.is_partition(p) and int(p) in ends and int(o) < ends[int(p)]}
-        if not lagging:
-            return now_ms
-        try:
-            times = [self._record_time(p, o - 1) for p, o in sorted(lagging.items()) if o > 0]
-        except Exception as exc:  # a failed look keeps the clock where it was
-            log.warning("could not read the log clock (%s: %s); keeping the previous one", type(exc).__name__, exc)
-            times = []
-        known = [t for t in times if t is not None]
-        clock = min([now_ms, *known]) if known else (int(previous) if previous is not None else now_ms)
-        return clock if previous is None else max(int(previous), clock)
+        before = previous if isinstance(previous, dict) else {}
+        clock: dict[str, int] = {}
+        for p, o in out.items():
+            if not admission.is_partition(p):
+                continue
+            t: int | None = now_ms
+            if int(p) in ends and int(o) < ends[int(p)]:
+                try:
+                    t = self._record_time(int(p), int(o) - 1) if int(o) > 0 else None
+                except Exception as exc:  # a failed look keeps the clock where it was
+                    log.warning("could not read the log clock of partition %s (%s: %s); keeping the previous one",
+                                p, type(exc).__name__, exc)
+                    t = None
+                t = None if t is None else min(t, now_ms)
+            prev = before.get(p)
+            if t is None:
+                t = int(prev) if prev is not None else None
+            if t is not None:
+                clock[p] = t if prev is None else max(int(prev), t)
+        return clock
 
     def _record_time(self, partition: int, offset: int) -> int | None:
         from kafka import TopicPartition

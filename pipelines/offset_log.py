@@ -9,11 +9,12 @@ source puts next to them (`LOG_CLOCK`, see `pipelines/kafka_source.py`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-LOG_CLOCK = "clock"  # our source's offset entry: the batch's log clock (epoch ms)
+LOG_CLOCK = "clock"  # our source's offset entry: the batch's log clock per partition (epoch ms)
 
 
 def read_source_offsets(path: Path) -> dict[str, Any]:
@@ -38,7 +39,9 @@ def partition_offsets(raw: dict[str, Any]) -> dict[str, int]:
     """Kafka partition -> next offset, from either source's offsets."""
     offsets: dict[str, int] = {}
     for key, value in raw.items():
-        if isinstance(value, dict):
+        if key == LOG_CLOCK:
+            continue
+        if isinstance(value, dict):  # the connector's {"<topic>": {"<partition>": offset}}
             offsets.update({str(p): int(o) for p, o in value.items()})
         elif str(key).isdigit():  # Kafka partitions, not "tick" or "clock"
             offsets[str(key)] = int(value)
@@ -51,25 +54,37 @@ def read_offset_log(path: Path) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class LogClock:
-    """Receiver-side time for one batch, from what the job has read of the log.
+    """Receive-time bounds for one batch, per Kafka partition, from what the job has read of the log.
 
-    Every record of the batch was appended after `since` (the previous batch's clock: that
-    batch had read everything before it) and no later than `until` (this batch's clock: when
-    it read to the log's end, the time it looked; while it lags, the time of the newest record
-    it read). Liveness times are clamped into [since, until] and expiry runs at `until`, so a
-    backlog is judged on the log's timeline, never on a wall clock that ran ahead of it.
-    None: not known (Spark's Kafka connector, the first batch) — no bound on that side."""
+    Every record the batch reads in partition p was appended after `since[p]` (the previous
+    batch's clock there: that batch had read everything before it) and no later than `until[p]`
+    (this batch's clock: when it read p to its end, the time it looked; while it lags, the time
+    of the newest record it read in p). A record's time is clamped into [since, until] of its
+    partition, and a group is expired at the clock of the partition its records are in (or, for a
+    group called only because its timeout fired, the earliest of them): a backlog is judged on the
+    log's timeline, never on a wall clock that ran ahead of it. An absent partition: no bound on
+    that side (Spark's Kafka connector, the first batch)."""
 
-    since: int | None = None
-    until: int | None = None
+    since: Mapping[int, int] = field(default_factory=dict)
+    until: Mapping[int, int] = field(default_factory=dict)
 
-    def receive_time(self, record_time_ms: int, now_ms: int) -> int:
+    def receive_time(self, record_time_ms: int, partition: int, now_ms: int) -> int:
         """A record's time bounded by what the log says about when it arrived, never after now."""
-        t = min(record_time_ms, now_ms if self.until is None else min(self.until, now_ms))
-        return t if self.since is None else max(t, min(self.since, now_ms))
+        upper = min(self.until.get(partition, now_ms), now_ms)
+        lower = self.since.get(partition)
+        t = min(record_time_ms, upper)
+        return t if lower is None else max(t, min(lower, upper))
 
-    def expiry_time(self, now_ms: int) -> int:
-        return now_ms if self.until is None else min(self.until, now_ms)
+    def expiry_time(self, now_ms: int, partitions: Iterable[int] = ()) -> int:
+        """The instant a group is expired at: its records' partitions' clock, else the earliest."""
+        chosen = [self.until[p] for p in partitions if p in self.until] or list(self.until.values())
+        return min([now_ms, *chosen])
+
+
+def _per_partition(raw: Any) -> dict[int, int]:
+    if isinstance(raw, dict):
+        return {int(p): int(t) for p, t in raw.items()}
+    return {}
 
 
 class BatchClocks:
@@ -83,8 +98,8 @@ class BatchClocks:
         if batch_id is None:
             return LogClock()
         if self._cached is None or self._cached[0] != batch_id:
-            until = read_source_offsets(self._offsets / str(batch_id)).get(LOG_CLOCK)
-            since = read_source_offsets(self._offsets / str(batch_id - 1)).get(LOG_CLOCK) if batch_id > 0 else None
-            self._cached = (batch_id, LogClock(since=None if since is None else int(since),
-                                               until=None if until is None else int(until)))
+            until = _per_partition(read_source_offsets(self._offsets / str(batch_id)).get(LOG_CLOCK))
+            since = _per_partition(read_source_offsets(self._offsets / str(batch_id - 1)).get(LOG_CLOCK)) \
+                if batch_id > 0 else {}
+            self._cached = (batch_id, LogClock(since=since, until=until))
         return self._cached[1]

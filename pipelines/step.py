@@ -71,12 +71,13 @@ def run_group(group: str | None, records: list[dict[str, Any]], state: State | N
         except InvalidInput as exc:
             out.append(out_rows.dead_letter_row(group, str(exc), r))
             continue
-        event["time"] = clock.receive_time(event["time"], now_ms)
+        event["time"] = clock.receive_time(event["time"], r["partition"], now_ms)
         events.append(event)
         coords.append((r["partition"], r["offset"]))
     if group is not None and (group.startswith(ev.KV_KEY_PREFIX) or group == ev.CONFIG_KEY):
         return _run_kv_group(group, events, coords, state, out)
-    return _run_broker_group(group, events, coords, state, now_ms, clock.expiry_time(now_ms), cfg, out)
+    expiry = clock.expiry_time(now_ms, {p for p, _ in coords})
+    return _run_broker_group(group, events, coords, state, now_ms, expiry, cfg, out)
 
 
 def _run_kv_group(group: str, events: list[dict[str, Any]], coords: list[tuple[int, int]], state: State | None,

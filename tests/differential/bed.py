@@ -106,6 +106,9 @@ STEPS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "kv_put": st.fixed_dictionaries({"ns": st.sampled_from(["own", "ORDER_TOPIC_CONFIG"]), "k": st.integers(0, 1),
                                      "v": st.sampled_from(["a", "b", "1:2"])}),
     "kv_delete": st.fixed_dictionaries({"ns": st.sampled_from(["own", "ORDER_TOPIC_CONFIG"]), "k": st.integers(0, 1)}),
+    # a shared server: ORDER_TOPIC_CONFIG is in every registration's answer, so only the own namespace
+    "kv_put_own": st.fixed_dictionaries({"ns": st.just("own"), "k": st.integers(0, 1), "v": st.sampled_from(["a", "b"])}),
+    "kv_delete_own": st.fixed_dictionaries({"ns": st.just("own"), "k": st.integers(0, 1)}),
     "wipe": st.fixed_dictionaries({"b": _b}),
     "add": st.fixed_dictionaries({"b": _b}),
     "delete_topic": st.fixed_dictionaries({"t": st.integers(0, TOPICS - 1), "c": st.sampled_from([None, 0, 1])}),
@@ -119,8 +122,12 @@ _WEIGHTED = ["register"] * 6 + ["unregister", "heartbeat", "drop", "kv_put", "kv
                                 "delete_topic", "register_topic", "switch"]
 
 
-def steps(max_steps: int) -> st.SearchStrategy[list[Step]]:
-    one = st.sampled_from(_WEIGHTED).flatmap(lambda kind: STEPS[kind].map(lambda a: (kind, a)))
+def steps(max_steps: int, *, shared_server: bool = False) -> st.SearchStrategy[list[Step]]:
+    """Sequences of up to `max_steps`; on a `shared_server` (other tests use it) no KV write reaches
+    a namespace other sequences' answers carry."""
+    kinds = [{"kv_put": "kv_put_own", "kv_delete": "kv_delete_own"}.get(k, k) if shared_server else k
+             for k in _WEIGHTED]
+    one = st.sampled_from(kinds).flatmap(lambda kind: STEPS[kind].map(lambda a: (kind.removesuffix("_own"), a)))
     return st.lists(one, min_size=max_steps // 2, max_size=max_steps)
 
 
@@ -402,8 +409,11 @@ def run_sequence(java: Side, ours: Side, u: Universe, seq: list[Step], outcome: 
             outcome.reads += len(list(reads(u, touched)))
             assert not diff, _report(seq, i, diff)
     finally:
-        java.close()
-        ours.close()
+        for side in (java, ours):  # the switches are global: leave them as found
+            try:
+                reset_switches(side)
+            finally:
+                side.close()
 
 
 def _report(seq: list[Step], i: int, diff: dict[str, tuple[Any, Any]]) -> str:

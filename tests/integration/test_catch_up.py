@@ -7,7 +7,7 @@ evidence the job has read: each batch's expiry clock is the log time it has read
 the change log has no BROKER_EXPIRED. A broker that really stopped during the outage still
 expires once the job has read past its deadline.
 
-The default run is small (100 brokers, 4 s timeout, 12 s outage); `./run.sh soak --catch-up`
+The default run is small (60 brokers, 3 s timeout, 8 s outage); `./run.sh soak --catch-up`
 runs the issue's case: 1,000 brokers, the 120 s timeout, a 3-minute outage.
 """
 
@@ -23,9 +23,9 @@ from tests.harness import Pipeline
 from tests.helpers import hb, reg, topics
 
 pytestmark = pytest.mark.integration
-BROKERS = int(os.environ.get("NAMESRV_CATCHUP_BROKERS", "100"))
-TIMEOUT_MS = int(os.environ.get("NAMESRV_CATCHUP_TIMEOUT_MS", "4000"))
-OUTAGE_S = float(os.environ.get("NAMESRV_CATCHUP_OUTAGE_S", "12"))
+BROKERS = int(os.environ.get("NAMESRV_CATCHUP_BROKERS", "60"))
+TIMEOUT_MS = int(os.environ.get("NAMESRV_CATCHUP_TIMEOUT_MS", "3000"))
+OUTAGE_S = float(os.environ.get("NAMESRV_CATCHUP_OUTAGE_S", "8"))
 PERIOD_S = TIMEOUT_MS / 4000  # four heartbeats per timeout (RocketMQ: 30 s against 120 s)
 
 

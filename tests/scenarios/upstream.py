@@ -567,12 +567,17 @@ def switch_all_topic_list(d):
         d.set_config(enableAllTopicList=True)
 
 
-@scenario("§7.4 unit lists (smallest brokerName decides, a deliberate difference)")
+@scenario("§7.4 unit lists (the QueueData RocketMQ's per-topic HashMap yields first decides)")
 def unit_lists(d):
+    from routeinfo.route_reads import java_hash_order
     d.reg("cluster", "a", 0, "10.0.0.1:1", topics={**tc("unit", sys_flag=1), **tc("sub", sys_flag=2),
                                                    **tc("both", sys_flag=3)}, acting=False)
     d.reg("cluster", "b", 0, "10.0.0.2:1", topics={**tc("unit", sys_flag=0), **tc("sub", sys_flag=0),
                                                    **tc("both", sys_flag=0)}, acting=False)
-    assert d.topic_list("unit") == ["both", "unit"]
-    assert d.topic_list("unit-sub") == ["both", "sub"]
-    assert d.topic_list("unit-sub-ununit") == ["sub"]
+    named = getattr(d, "n", lambda x: x)  # the system driver prefixes names
+    if java_hash_order([named("a"), named("b")])[0] == named("a"):
+        assert d.topic_list("unit") == ["both", "unit"]
+        assert d.topic_list("unit-sub") == ["both", "sub"]
+        assert d.topic_list("unit-sub-ununit") == ["sub"]
+    else:  # b's flags (none) decide
+        assert d.topic_list("unit") == d.topic_list("unit-sub") == d.topic_list("unit-sub-ununit") == []

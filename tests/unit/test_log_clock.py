@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from pipelines.offset_log import LOG_CLOCK, BatchClocks, LogClock, read_source_offsets
+from pipelines.offset_log import LOG_CLOCK, BatchClocks, LogClock, read_offset_log, read_source_offsets
 from pipelines.step import StepConfig, run_group
 from pipelines.step_rows import DEADLINE
 from routeinfo.state import GroupState
@@ -41,10 +41,10 @@ def changes(rows):
 def test_a_member_whose_clock_runs_ahead_expires_nobody():
     """Audit D2-a: the slave's host is 125 s ahead; RocketMQ keeps the master (both live)."""
     master = reg("bn", 0, "10.0.0.1:10911", tps=topics("T1", "T2"))
-    state, _, _ = run_group("bn", [record(master, 0, T0)], None, T0, CFG, LogClock(until=T0))
+    state, _, _ = run_group("bn", [record(master, 0, T0)], None, T0, CFG, LogClock(until={0: T0}))
     slave = reg("bn", 1, "10.0.0.2:10911", tps=topics("T1", "T2"))
     now = T0 + 200
-    state, _, rows = run_group("bn", [record(slave, 1, T0 + 125_000)], state, now, CFG, LogClock(since=T0, until=now))
+    state, _, rows = run_group("bn", [record(slave, 1, T0 + 125_000)], state, now, CFG, LogClock(since={0: T0}, until={0: now}))
     assert addrs(state) == {0: "10.0.0.1:10911", 1: "10.0.0.2:10911"}
     assert "BROKER_EXPIRED" not in changes(rows)
     live = GroupState.from_parts(*state).live
@@ -55,7 +55,7 @@ def test_a_broker_whose_clock_lags_is_registered_and_stays():
     """Audit D2-b: the host is 130 s behind; its records still arrived after the previous batch."""
     now = T0 + 100
     state, deadline, rows = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911"), 0, T0 - 130_000)], None, now,
-                                      CFG, LogClock(since=T0, until=now))
+                                      CFG, LogClock(since={0: T0}, until={0: now}))
     assert addrs(state) == {0: "10.0.0.1:10911"}
     assert deadline == T0 + TIMEOUT + 1 and "BROKER_EXPIRED" not in changes(rows)
 
@@ -72,17 +72,17 @@ def test_catch_up_expires_nobody_whose_heartbeats_are_still_unread():
     T0+180 s but has read the log only up to T0+40 s: the broker heartbeated at T0+30 s (read),
     and its later heartbeats are further on. It must not expire; once the log clock passes
     its deadline without a heartbeat, it does."""
-    state, _, _ = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911"), 0, T0)], None, T0, CFG, LogClock(until=T0))
+    state, _, _ = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911"), 0, T0)], None, T0, CFG, LogClock(until={0: T0}))
     now = T0 + 180_000
     state, deadline, rows = run_group("bn", [record(hb("bn", 0, "10.0.0.1:10911"), 1, T0 + 30_000)], state, now,
-                                      CFG, LogClock(since=T0, until=T0 + 40_000))
+                                      CFG, LogClock(since={0: T0}, until={0: T0 + 40_000}))
     assert addrs(state) == {0: "10.0.0.1:10911"} and "BROKER_EXPIRED" not in changes(rows)
     assert deadline == T0 + 30_000 + TIMEOUT + 1  # already past processing time: called again next batch
     # A later catch-up batch without this group's records (its Spark timeout fired): still alive.
-    state, _, rows = run_group("bn", [], state, now + 500, CFG, LogClock(since=T0 + 40_000, until=T0 + 100_000))
+    state, _, rows = run_group("bn", [], state, now + 500, CFG, LogClock(since={0: T0 + 40_000}, until={0: T0 + 100_000}))
     assert addrs(state) == {0: "10.0.0.1:10911"} and "BROKER_EXPIRED" not in changes(rows)
     # The log has been read past T0+150 s and nothing came from it: it is gone.
-    state, _, rows = run_group("bn", [], state, now + 1000, CFG, LogClock(since=T0 + 100_000, until=T0 + 150_001))
+    state, _, rows = run_group("bn", [], state, now + 1000, CFG, LogClock(since={0: T0 + 100_000}, until={0: T0 + 150_001}))
     assert state is None and "BROKER_EXPIRED" in changes(rows)
 
 
@@ -102,29 +102,50 @@ def test_a_late_registration_never_moves_liveness_backwards():
 
 @pytest.mark.parametrize(("clock", "record_time", "now", "expected"), [
     (LogClock(), 5, 10, 5), (LogClock(), 15, 10, 10),
-    (LogClock(since=7), 5, 10, 7), (LogClock(since=7, until=8), 9, 10, 8),
-    (LogClock(since=12), 5, 10, 10),  # a bound after now is no bound: never later than processing time
-    (LogClock(until=20), 15, 10, 10)])
-def test_receive_time_is_bounded_by_the_log_and_by_now(clock, record_time, now, expected):
-    assert clock.receive_time(record_time, now) == expected
-    assert clock.expiry_time(now) == min(now, clock.until if clock.until is not None else now)
+    (LogClock(since={0: 7}), 5, 10, 7), (LogClock(since={0: 7}, until={0: 8}), 9, 10, 8),
+    (LogClock(since={0: 12}), 5, 10, 10),  # a bound after now is no bound: never later than processing time
+    (LogClock(until={0: 20}), 15, 10, 10),
+    (LogClock(since={1: 7}, until={1: 8}), 9, 10, 9)])  # another partition's bounds do not apply
+def test_receive_time_is_bounded_by_its_partitions_log_and_by_now(clock, record_time, now, expected):
+    assert clock.receive_time(record_time, 0, now) == expected
+
+
+def test_expiry_runs_at_the_groups_partition_clock_or_the_earliest():
+    clock = LogClock(until={0: 100, 1: 40})
+    assert clock.expiry_time(1000, {0}) == 100
+    assert clock.expiry_time(1000, {1}) == 40
+    assert clock.expiry_time(1000) == 40  # called by its timeout alone: the partition is not known
+    assert clock.expiry_time(30, {0}) == 30 and LogClock().expiry_time(30) == 30
+
+
+def test_a_lagging_partition_does_not_hold_back_another_partitions_records():
+    """Partition 1 is read to T0+9 s, partition 0 only to T0+1 s: a heartbeat read in partition 1
+    keeps its own time."""
+    state, _, _ = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911"), 0, T0) | {"partition": 1}], None, T0, CFG,
+                            LogClock(until={1: T0}))
+    clock = LogClock(since={0: T0, 1: T0}, until={0: T0 + 1_000, 1: T0 + 9_000})
+    state, _, _ = run_group("bn", [record(hb("bn", 0, "10.0.0.1:10911"), 1, T0 + 9_000) | {"partition": 1}], state,
+                            T0 + 20_000, CFG, clock)
+    assert GroupState.from_parts(*state).live[("DefaultCluster", "10.0.0.1:10911")].last_update == T0 + 9_000
 
 
 def test_batch_clocks_come_from_the_offset_log(tmp_path):
     offsets = tmp_path / "offsets"
     offsets.mkdir()
     for batch, clock in ((4, 1000), (5, 2000)):
-        (offsets / str(batch)).write_text(f'v1\n{{"batchTimestampMs":1}}\n{{"0":3,"tick":1,"{LOG_CLOCK}":{clock}}}\n')
+        (offsets / str(batch)).write_text(
+            f'v1\n{{"batchTimestampMs":1}}\n{{"0":3,"1":5,"tick":1,"{LOG_CLOCK}":{{"0":{clock},"1":{clock + 1}}}}}\n')
     (offsets / "6").write_text('v1\n{"batchTimestampMs":1}\n{"0":4,"tick":1}\n')  # written before the clock existed
     clocks = BatchClocks(tmp_path)
-    assert clocks.clock(5) == LogClock(since=1000, until=2000)
-    assert clocks.clock(4) == LogClock(since=None, until=1000)
-    assert clocks.clock(6) == LogClock(since=2000, until=None)
+    assert clocks.clock(5) == LogClock(since={0: 1000, 1: 1001}, until={0: 2000, 1: 2001})
+    assert clocks.clock(4) == LogClock(since={}, until={0: 1000, 1: 1001})
+    assert clocks.clock(6) == LogClock(since={0: 2000, 1: 2001}, until={})
     assert clocks.clock(None) == LogClock()
-    assert read_source_offsets(offsets / "5")[LOG_CLOCK] == 2000
+    assert read_source_offsets(offsets / "5")[LOG_CLOCK] == {"0": 2000, "1": 2001}
+    assert read_offset_log(offsets / "5") == {"0": 3, "1": 5}  # the clock is no partition
 
 
 def test_deadline_row_follows_the_log_clock():
     _, _, rows = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911"), 0, T0 + 5)], None, T0 + 10, CFG,
-                                  LogClock(since=T0, until=T0 + 10))
+                                  LogClock(since={0: T0}, until={0: T0 + 10}))
     assert [r["body"] for r in rows if r["target"] == DEADLINE] == [str(T0 + 5 + TIMEOUT + 1)]
