@@ -14,6 +14,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -451,12 +452,12 @@ def remoting_benchmark(rep: Report, quick: bool) -> None:
         f"{ours['rss_mib'] / max(theirs['rss_mib'], 1):.2f} |"])
 
 
-def versus_benchmark(rep: Report, quick: bool) -> None:
+def versus_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> None:
     """Our system and RocketMQ's NameServer under the same fleet (bench/versus.py), one after the other."""
     from bench import versus
     from ops import rocketmq_software as rmq
     from ops.procs import tree
-    sizes, topics = ((200, 1000) if quick else (1000, 10_000)), 100
+    sizes, topics = sizes or ((200, 1000) if quick else (1000, 10_000)), 100
     seconds, probes = (20, 5) if quick else (60, 10)
     results: dict[str, dict[int, dict[str, Any]]] = {"ours": {}, "rocketmq": {}}
 
@@ -526,15 +527,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", choices=PARTS, action="append",
                     help="run only these parts (repeatable); their rows replace those of the last run in BENCHMARKS.md")
     ap.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")
+    ap.add_argument("--versus-sizes", default="", help="fleet sizes of the versus part, e.g. 1000,10000")
     args = ap.parse_args(args_list)
     for tool, package in (("wrk", "wrk"), ("etcd", "etcd-server"), ("etcdctl", "etcd-client")):
         load.require(tool, package)
     rep = Report(args.quick)
     if args.only:
         rep.load_previous()
-    parts = {"system": system_benchmarks, "serving": serving_benchmarks, "offline": offline_benchmarks,
-             "memory": memory_benchmark, "sources": sources_benchmark, "writers": writers_benchmark,
-             "remoting": remoting_benchmark, "versus": versus_benchmark}
+    parts: dict[str, Callable[[Report, bool], None]] = {
+        "system": system_benchmarks, "serving": serving_benchmarks, "offline": offline_benchmarks,
+        "memory": memory_benchmark, "sources": sources_benchmark, "writers": writers_benchmark,
+        "remoting": remoting_benchmark,
+        "versus": partial(versus_benchmark, sizes=tuple(int(x) for x in args.versus_sizes.split(",") if x))}
     for name, fn in parts.items():
         if args.only and name not in args.only:
             continue

@@ -143,12 +143,22 @@ def expiry(addr: str, probes: int, keys: dict[str, str], timeout_ms: int = 10_00
                                        addr=f"10.18.0.{i}:10911", topics={f"VsExp-{i}": {}, f"VsExpBase-{i}": {}},
                                        ext={"heartbeatTimeoutMillis": str(timeout_ms)})
             assert answer.code == codes.SUCCESS, answer.remark
-        with RemotingClient(addr) as reader:
-            for i in range(probes):
-                wait_route(reader, f"VsExp-{i}", present=True, timeout_s=60)
+        def beat() -> None:
             for i, c in enumerate(conns):
                 c.call(codes.BROKER_HEARTBEAT, {"clusterName": CLUSTER, "brokerAddr": f"10.18.0.{i}:10911",
                                                 "brokerName": f"vs-exp-{i}"})
+
+        with RemotingClient(addr) as reader:
+            # alive (heartbeating every second) until every probe's route is answered: a NameServer
+            # whose answers lag its log must not see them expire before they were ever visible
+            deadline = time.monotonic() + 120
+            while not all(reader.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": f"VsExp-{i}"}).code == codes.SUCCESS
+                          for i in range(probes)):
+                if time.monotonic() > deadline:
+                    raise TimeoutError("expiry probes not answered after 120 s")
+                beat()
+                time.sleep(1)
+            beat()
             last = time.monotonic()
             gone = []
             for i in range(probes):
