@@ -83,10 +83,9 @@ def stale_epoch(snap: Snapshot, event: dict[str, Any]) -> bool:
     with a newer epoch in the registrant's cluster (RocketMQ then answers an empty result)."""
     bd = snap.brokers.get(event["brokerName"])
     holder = None if bd is None else bd["brokerAddrs"].get(str(event["brokerId"]))
-    if holder is None or holder == event["brokerAddr"]:
-        return False
-    live = snap.live_by_addr.get((event["clusterName"], holder))
-    return live is not None and json.loads(live["dataVersion"])["stateVersion"] > event["dataVersion"]["stateVersion"]
+    live = None if holder is None else snap.live_by_addr.get((event["clusterName"], holder))
+    held = None if live is None else json.loads(live["dataVersion"])["stateVersion"]
+    return route_writes.outranked_by(holder, held, event)
 
 
 def unregistration(cmd: Command, now_ms: int) -> dict[str, Any]:

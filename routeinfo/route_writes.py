@@ -129,20 +129,23 @@ def creates_broker_from_one_topic(known_ids: Container[Any], e: Mapping[str, Any
     return e["brokerId"] not in known_ids and len(e["topicConfigTable"]) == 1
 
 
+def outranked_by(holder_addr: str | None, holder_state_version: int | None, e: Mapping[str, Any]) -> bool:
+    """§3.2.6 (controller mode): the id's current holder (address, and its live stateVersion in the
+    registrant's cluster, None if not live) is another address with a newer epoch. Used by the job
+    on its state and by the remoting front on the served cut."""
+    return (holder_addr is not None and holder_addr != e["brokerAddr"] and holder_state_version is not None
+            and holder_state_version > e["dataVersion"]["stateVersion"])
+
+
 def _stale_epoch(st: GroupState, e: dict[str, Any]) -> str | None:
-    """§3.2.6 (controller mode): why this registration is stale — another address holds its id
-    (once the registrant's own address has left any other id) with a newer epoch in the
-    registrant's cluster — or None."""
-    cluster, addr, bid = e["clusterName"], e["brokerAddr"], e["brokerId"]
-    old_addr = st.broker.addrs.get(bid) if st.broker is not None else None
-    if old_addr is None or old_addr == addr:
+    """Why this registration is stale (`outranked_by`), or None."""
+    old_addr = st.broker.addrs.get(e["brokerId"]) if st.broker is not None else None
+    holder = None if old_addr is None else st.live.get((e["clusterName"], old_addr))
+    held = None if holder is None else holder.data_version["stateVersion"]
+    if not outranked_by(old_addr, held, e):
         return None
-    holder = st.live.get((cluster, old_addr))
-    incoming = e["dataVersion"]["stateVersion"]
-    if holder is None or holder.data_version["stateVersion"] <= incoming:
-        return None
-    return (f"stale registration of {addr} as {st.broker_name}/{bid}: "
-            f"stateVersion {incoming} < {holder.data_version['stateVersion']} of {old_addr}")
+    return (f"stale registration of {e['brokerAddr']} as {st.broker_name}/{e['brokerId']}: "
+            f"stateVersion {e['dataVersion']['stateVersion']} < {held} of {old_addr}")
 
 
 def _effects_before_refusal(st: GroupState, e: dict[str, Any], res: Result) -> None:
