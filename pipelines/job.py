@@ -110,7 +110,8 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None)
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     sink = DeltaSink(cfg.warehouse, cfg.checkpoint_dir, retention_ms=cfg.history_retention_ms,
-                     maintenance_interval_ms=cfg.maintenance_interval_ms, **({"fault": fault} if fault else {}))
+                     maintenance_interval_ms=cfg.maintenance_interval_ms, metrics_dir=cfg.data_dir,
+                     **({"fault": fault} if fault else {}))
     sink.ensure_tables()
     sink.announce_start()
     step = make_step(StepConfig.from_config(cfg))

@@ -26,9 +26,12 @@ from pipelines.maintenance import MaintenanceSchedule, maintain, retention_prope
 from pipelines.memory import release_memory
 from pipelines.offset_log import read_offset_log
 from schemas import tables as t
+from schemas.metrics import JobMetrics, reason_class, write_metrics_file
 from schemas.progress import write_job_start, write_progress
 
 APP_ID = "namesrv-sink"
+# route_changes kinds that record a refused registration, by rejection kind (a metric label)
+REJECTION_KINDS = {"REGISTRATION_REJECTED": "rejected", "REGISTRATION_ABANDONED": "abandoned"}
 log = logging.getLogger(__name__)
 
 
@@ -82,8 +85,13 @@ class DeltaSink:
     on write), so a batch opens nothing it already has."""
 
     def __init__(self, warehouse: Path, checkpoint_dir: Path, *, retention_ms: int,
-                 maintenance_interval_ms: int | None = None, fault: Callable[[str], None] = no_fault) -> None:
+                 maintenance_interval_ms: int | None = None, fault: Callable[[str], None] = no_fault,
+                 metrics_dir: Path | None = None) -> None:
+        """`metrics_dir`: the data directory whose `metrics/job.prom` gets the job's counters after
+        every batch (None: not written; tests that drive the sink alone)."""
         self.warehouse = Path(warehouse)
+        self.metrics = JobMetrics()
+        self.metrics_dir = metrics_dir
         self.fault = fault
         self.checkpoint_dir = Path(checkpoint_dir)
         self.retention_ms = retention_ms
@@ -134,6 +142,8 @@ class DeltaSink:
 
     def maintain(self) -> None:
         report = maintain(str(self.warehouse), self.retention_ms)
+        self.metrics.maintenance.inc()
+        self.metrics.maintenance_seconds.observe(report.seconds)
         if self.schedule is not None:
             self.schedule.done()
         for handle in self._handles.values():
@@ -185,11 +195,36 @@ class DeltaSink:
             else:
                 self._deadlines[group] = deadline
         self.fault("before:progress")
+        self._count(plan, consumed, time.time() - started)
         write_progress(self.warehouse, {"batchId": batch_id, "snapshotId": self._latest_snapshot,
                                         "sourceOffsets": offsets, "time": int(time.time() * 1000),
                                         "eventCount": consumed,
                                         "nextDeadline": min(self._deadlines.values(), default=None),
                                         "jobStartedAt": self.started_ms})
+
+    def _count(self, plan: BatchPlan, consumed: int, seconds: float) -> None:
+        """The batch in the job's metrics, written to its metrics file (schemas.metrics)."""
+        m = self.metrics
+        m.batches.inc()
+        m.records.inc(consumed)
+        m.batch_records.observe(consumed)
+        m.batch_seconds.observe(seconds)
+        for change in plan.changes:
+            m.changes.labels(change["kind"]).inc()
+            if change["kind"] in REJECTION_KINDS:
+                m.rejections.labels(REJECTION_KINDS[change["kind"]]).inc()
+        for dead in plan.dead_letters:
+            m.dead_letters.labels(reason_class(dead["reason"])).inc()
+        if plan.changes_state or plan.changes:
+            m.snapshots.inc()
+        if self._latest_snapshot is not None:
+            m.last_snapshot.set(self._latest_snapshot)
+        m.last_batch.set(time.time())
+        if self.metrics_dir is not None:
+            try:
+                write_metrics_file(self.metrics_dir, "job", m.registry)
+            except OSError as exc:  # metrics are not worth a failed batch
+                log.warning("job metrics not written: %s", exc)
 
     def _write(self, table: t.TableDef, data: pa.Table, batch_id: int, *, predicate: str | None,
                mode: Literal["append", "overwrite"]) -> None:

@@ -14,8 +14,9 @@ import sys
 from conf import Config, load_config
 from conf.logs import setup_logging
 from conf.version import argument_parser
-from remoting import acl
+from remoting import acl, codes
 from remoting.front import Front
+from schemas.metrics import RemotingMetrics, SnapshotMetrics
 from serving.snapshot_store import SnapshotStore
 
 log = logging.getLogger("namesrv.remoting")
@@ -37,14 +38,16 @@ def configuration_problem(cfg: Config) -> str | None:
 def build_front(cfg: Config, *, store: SnapshotStore | None = None) -> Front:
     """The front over `store`, or over its own store of `cfg.warehouse` refreshed on a thread."""
     from eventlog.publisher import EventPublisher
+    metrics = RemotingMetrics(codes.REQUEST_CODES)
     if store is None:
         from serving.snapshot_store import SnapshotReader
         store = SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000,
-                              retention_ms=cfg.history_retention_ms)
+                              retention_ms=cfg.history_retention_ms,
+                              metrics=SnapshotMetrics(metrics.registry, prefix="namesrv_remoting_snapshot"))
         store.refresh()
         store.start()
     return Front(cfg, store, lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes,
-                                                    connect_timeout_ms=PUBLISH_CONNECT_TIMEOUT_MS))
+                                                    connect_timeout_ms=PUBLISH_CONNECT_TIMEOUT_MS), metrics=metrics)
 
 
 async def run(cfg: Config) -> None:

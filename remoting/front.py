@@ -31,10 +31,14 @@ from routeinfo import route_reads
 from routeinfo.snapshot import Snapshot
 from schemas import events as ev
 from schemas.fields import DEFAULT_QUEUE_NUMS, MASTER_ID, InvalidInput
+from schemas.metrics import RemotingMetrics, write_metrics_file
 
 log = logging.getLogger("namesrv.remoting")
 NOT_READY = "name server not ready"
 RETRY_AFTER_FAILURE_S = 5.0
+
+
+METRICS_WRITE_S = 1.0
 
 
 class PublishFailed(Exception):
@@ -61,6 +65,7 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # a stream transport (asyncio's or uvloop's)
+        self.front.metrics.connections_opened.inc()
         peer = transport.get_extra_info("peername")
         self.peer = str(peer[0]) if peer else ""
         self.last_active = time.monotonic()
@@ -115,8 +120,9 @@ class Front:
     (serving.snapshot_store.SnapshotStore), `publisher_factory` builds an EventPublisher."""
 
     def __init__(self, cfg: Config, store: Any, publisher_factory: Callable[[], EventPublisher],
-                 *, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+                 *, max_frame_bytes: int = MAX_FRAME_BYTES, metrics: RemotingMetrics | None = None) -> None:
         self.cfg = cfg
+        self.metrics = metrics or RemotingMetrics(codes.REQUEST_CODES)
         self.store = store
         self.max_frame_bytes = max_frame_bytes
         self.connections: dict[int, Connection] = {}
@@ -158,7 +164,22 @@ class Front:
         server = await loop.create_server(self.protocol, host, port, backlog=1024, reuse_address=True)
         self._spawn(self._sweep())
         self._spawn(self._flush_heartbeats())
+        self._spawn(self._write_metrics())
         return server
+
+    async def _write_metrics(self) -> None:
+        """Every second, the front's counters to `<data dir>/metrics/remoting.prom` (schemas.metrics),
+        off the event loop."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(METRICS_WRITE_S)
+            m, snap = self.metrics, self.store.current
+            m.connections.set(len(self.connections))
+            m.snapshot_id.set(-1 if snap.snapshot_id is None else snap.snapshot_id)
+            try:
+                await loop.run_in_executor(None, write_metrics_file, self.cfg.data_dir, "remoting", m.registry)
+            except OSError as exc:
+                log.warning("remoting metrics not written: %s", exc)
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)
@@ -213,24 +234,34 @@ class Front:
     # ------------------------------------------------------------ dispatch
 
     def dispatch(self, conn: Connection, cmd: Command) -> None:
+        started = time.perf_counter()
         code = cmd.code
         refused = self._refused(conn, cmd)
         if refused is not None:
             log.warning("refused code %d from %s: %s", code, conn.peer, refused)
-            conn.answer(cmd, error(codes.NO_PERMISSION, refused))
+            self.metrics.refused.labels(self.metrics.code_label(code)).inc()
+            self._answer(conn, cmd, error(codes.NO_PERMISSION, refused), started)
             return
         read = replies.READS.get(code)
         if read is not None:
             snap = self.store.current
-            conn.answer(cmd, error(codes.SYSTEM_ERROR, NOT_READY) if snap.snapshot_id is None else read(snap, cmd.ext))
+            reply = error(codes.SYSTEM_ERROR, NOT_READY) if snap.snapshot_id is None else read(snap, cmd.ext)
         elif code == codes.GET_NAMESRV_CONFIG:
-            conn.answer(cmd, replies.namesrv_config(self.store.current, self.read_only))
+            reply = replies.namesrv_config(self.store.current, self.read_only)
         elif code in (codes.BROKER_HEARTBEAT, codes.QUERY_DATA_VERSION):
-            conn.answer(cmd, self._heartbeat(cmd))
+            reply = self._heartbeat(cmd)
         elif code in self._writes:
-            self._spawn(self._write(conn, cmd, self._writes[code]))
+            self._spawn(self._write(conn, cmd, self._writes[code], started))
+            return
         else:
-            conn.answer(cmd, error(codes.REQUEST_CODE_NOT_SUPPORTED, codes.not_supported(code)))
+            reply = error(codes.REQUEST_CODE_NOT_SUPPORTED, codes.not_supported(code))
+        self._answer(conn, cmd, reply, started)
+
+    def _answer(self, conn: Connection, cmd: Command, reply: Reply, started: float) -> None:
+        conn.answer(cmd, reply)
+        label = self.metrics.code_label(cmd.code)
+        self.metrics.requests.labels(label, str(reply.code)).inc()
+        self.metrics.latency.labels(label).observe(time.perf_counter() - started)
 
     def _refused(self, conn: Connection, cmd: Command) -> str | None:
         if cmd.code in codes.BROKER_CODES:
@@ -245,7 +276,7 @@ class Front:
         return None
 
     async def _write(self, conn: Connection, cmd: Command,
-                     handler: Callable[[Connection, Command], Awaitable[Reply]]) -> None:
+                     handler: Callable[[Connection, Command], Awaitable[Reply]], started: float) -> None:
         try:
             reply = await handler(conn, cmd)
         except (InvalidInput, bodies.BodyError, PublishFailed) as exc:
@@ -255,7 +286,7 @@ class Front:
         except Exception as exc:  # answered like Java's exceptionSimpleDesc; the front keeps serving
             log.exception("code %d from %s failed", cmd.code, conn.peer)
             reply = error(codes.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"[:300])
-        conn.answer(cmd, reply)
+        self._answer(conn, cmd, reply, started)
 
     # ------------------------------------------------------------ broker requests
 
@@ -281,6 +312,7 @@ class Front:
         batch, self._heartbeats = list(self._heartbeats.values()), {}
         try:
             await self._publish(batch)
+            self.metrics.heartbeats_forwarded.inc(len(batch))
         except PublishFailed as exc:
             now = time.monotonic()
             if now - self._last_drop_log > 30:

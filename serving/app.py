@@ -7,10 +7,13 @@ from werkzeug.routing import PathConverter
 
 from conf import Config
 from conf.tokens import admin_token
+from eventlog.lag import LagProbe
 from eventlog.publisher import EventPublisher, ReconnectingPublisher
-from serving import admin, cluster, errors, health, history, kv, openapi, routes, writes
+from schemas.metrics import ServerMetrics, SnapshotMetrics
+from serving import admin, cluster, errors, health, history, kv, metrics, openapi, routes, writes
 from serving.context import EXTENSION
 from serving.fastpath import RouteBodies
+from serving.metrics import ServedCutCollector
 from serving.snapshot_store import SnapshotReader, SnapshotStore
 
 
@@ -26,17 +29,21 @@ def create_app(cfg: Config, *, start_refresher: bool = True) -> Flask:
     # werkzeug's path converter does not match; the handlers validate what they get.
     app.url_map.converters["anything"] = AnythingConverter
     app.config["MAX_CONTENT_LENGTH"] = 1024 * 1024
+    m = ServerMetrics()
     snapshots = SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000,
-                              retention_ms=cfg.history_retention_ms)
+                              retention_ms=cfg.history_retention_ms, metrics=SnapshotMetrics(m.registry))
+    m.registry.register(ServedCutCollector(snapshots, LagProbe(cfg.bootstrap, cfg.kafka_topic)))
     snapshots.refresh()
     if start_refresher:
         snapshots.start()
     app.extensions[EXTENSION] = snapshots
+    app.extensions[metrics.EXTENSION] = m
     app.extensions[writes.TOKEN] = admin_token(cfg)
     app.extensions[writes.PUBLISHER] = ReconnectingPublisher(
         lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes))
     errors.register(app)
-    for bp in (routes.bp, cluster.bp, kv.bp, admin.bp, history.bp, health.bp, openapi.bp):
+    app.before_request(metrics.name_endpoint)
+    for bp in (routes.bp, cluster.bp, kv.bp, admin.bp, history.bp, health.bp, openapi.bp, metrics.bp):
         app.register_blueprint(bp)
-    app.wsgi_app = RouteBodies(app.wsgi_app, snapshots)  # type: ignore[method-assign]
+    app.wsgi_app = metrics.Instrumented(RouteBodies(app.wsgi_app, snapshots), m)  # type: ignore[method-assign]
     return app

@@ -13,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from schemas.metrics import FAST_PATH_ENDPOINT
 from serving.snapshot_store import SnapshotStore
+
+ENDPOINT_KEY = "namesrv.endpoint"  # where serving.metrics reads the endpoint name
 
 _PREFIX, _SUFFIX = "/topics/", "/route"
 
@@ -30,6 +33,7 @@ class RouteBodies:
             topic = path[len(_PREFIX):-len(_SUFFIX)]
             body = self.snapshots.current.route_bodies.get(topic)
             if body is not None:
+                environ[ENDPOINT_KEY] = FAST_PATH_ENDPOINT
                 start_response("200 OK", [("Content-Type", "application/json"),
                                           ("Content-Length", str(len(body)))])
                 return [body]

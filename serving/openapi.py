@@ -247,6 +247,9 @@ PATHS: dict[str, Any] = {
                         "responses": {"200": _json(_ref("Readiness"), "ready"),
                                       "503": _json(_ref("Readiness"), "not ready, with the reason")}}},
     "/openapi.json": {"get": {"summary": "this document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
+    "/metrics": {"get": {"summary": "Prometheus metrics: this server's, the streaming job's and the remoting front's",
+                         "responses": {"200": {"description": "Prometheus text format 0.0.4",
+                                               "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
 }
 
 

@@ -212,3 +212,29 @@ def test_instants_beyond_the_retention_window_are_refused(tmp_path):
     assert store.historic(as_of_ms=int(time.time() * 1000)).snapshot_id == store.current.snapshot_id
     with pytest.raises(LookupError, match="no snapshot was committed at or before"):
         store.historic(as_of_ms=row["commitTime"] - 1)
+
+
+def test_the_refresher_reads_progress_first_and_still_finds_a_cut_progress_never_announced(tmp_path):
+    """The store learns of a new cut from `_progress.json` at once; a cut committed by a job killed
+    before it wrote its progress is still found by the periodic scan of `snapshots`."""
+    d = SinkDriver(tmp_path / "delta")
+    now = int(time.time() * 1000)
+    d.run_batch([reg("ref-a", 0, "127.0.0.1:30001", tps=topics("RefA", "RefBase"))], now)
+    store = SnapshotStore(SnapshotReader(d.sink.warehouse), 1.0, retention_ms=DEFAULTS.history_retention_ms)
+    assert store.refresh() and "RefA" in store.current.topics
+    d.run_batch([reg("ref-b", 0, "127.0.0.1:30002", tps=topics("RefB", "RefBase"))], now + 1000)
+    assert store.refresh() and "RefB" in store.current.topics  # announced by progress: seen at once
+    assert not store.refresh()
+
+    def killed(point: str) -> None:
+        if point == "before:progress":
+            raise RuntimeError("killed before the progress record")
+
+    d.sink.fault = killed
+    cuts = DeltaTable(d.sink.path(t.SNAPSHOTS)).to_pyarrow_table().num_rows
+    with pytest.raises(RuntimeError):
+        d.run_batch([reg("ref-c", 0, "127.0.0.1:30003", tps=topics("RefC", "RefBase"))], now + 2000)
+    assert DeltaTable(d.sink.path(t.SNAPSHOTS)).to_pyarrow_table().num_rows == cuts + 1  # the cut is committed
+    assert not store.refresh() and "RefC" not in store.current.topics  # progress still names the old cut
+    store.FULL_SCAN_S = 0.0
+    assert store.refresh() and "RefC" in store.current.topics

@@ -1,0 +1,7 @@
+"""`python -m admin`: the admin CLI."""
+
+import sys
+
+from admin.cli import main
+
+sys.exit(main())

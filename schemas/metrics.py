@@ -1,0 +1,159 @@
+"""Every Prometheus metric the system exposes, defined once: names, help, labels, buckets.
+
+Three processes count: the streaming job, the remoting front and the HTTP server. One scrape
+target serves them all (`GET /metrics` of the HTTP server): the job and the front write their
+registries to `<data dir>/metrics/<role>.prom` (atomically, in Prometheus' text format, as
+node_exporter's textfile collector reads them), and the server appends those files to its own
+exposition. The job runs on Spark's driver, possibly on another host than the server's, and the
+front is an event loop that should not serve HTTP; a file in the data directory both already
+share costs neither a port nor a dependency between processes.
+
+Label values are bounded: request codes RocketMQ defines (others count as `other`), Flask's URL
+rules (never raw paths), change kinds the route manager writes, dead-letter reason classes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client.exposition import generate_latest
+
+# `*_created` series double every counter's lines and no dashboard here uses them.
+disable_created_metrics()
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+BATCH_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+RECORD_BUCKETS = (0, 1, 10, 100, 1000, 5000, 20000, 100000)
+ROLES = ("job", "remoting")  # the processes that write metrics files
+
+# Dead letters by class: the first words of parse_event's reasons (schemas.events, schemas.fields).
+_REASON_CLASSES = (
+    ("encoding", ("empty record value", "value is not UTF-8", "value is not JSON", "value must be a JSON object")),
+    ("size", ("record of ",)),
+    ("clock_skew", ("timestamp ",)),
+    ("key", ("Kafka key ",)),
+    ("type", ("unknown event type", "missing required field 'type'")),
+)
+
+
+def reason_class(reason: str) -> str:
+    """The bounded class of a dead-letter reason: encoding, size, clock_skew, key, type or field."""
+    for name, prefixes in _REASON_CLASSES:
+        if reason.startswith(prefixes):
+            return name
+    return "field"
+
+
+class JobMetrics:
+    """The streaming job's counters, updated by the sink after every batch."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.batches = Counter("namesrv_job_batches", "Micro-batches committed", registry=r)
+        self.batch_seconds = Histogram("namesrv_job_batch_duration_seconds",
+                                       "Sink time of a micro-batch (Delta commits and progress record)",
+                                       buckets=BATCH_BUCKETS, registry=r)
+        self.batch_records = Histogram("namesrv_job_batch_records", "Kafka records read per micro-batch",
+                                       buckets=RECORD_BUCKETS, registry=r)
+        self.records = Counter("namesrv_job_records", "Kafka records read", registry=r)
+        self.changes = Counter("namesrv_job_route_changes",
+                               "Route and KV changes by kind (BROKER_REGISTERED, BROKER_EXPIRED, "
+                               "BROKER_UNREGISTERED, REGISTRATION_REJECTED, ...)", ["kind"], registry=r)
+        self.rejections = Counter("namesrv_job_rejections", "Registrations refused, by kind",
+                                  ["kind"], registry=r)
+        self.dead_letters = Counter("namesrv_job_dead_letters", "Records quarantined in dead_letter, by reason class",
+                                    ["reason_class"], registry=r)
+        self.snapshots = Counter("namesrv_job_snapshots_committed", "Consistent cuts committed", registry=r)
+        self.maintenance = Counter("namesrv_job_maintenance_runs", "Table maintenance runs", registry=r)
+        self.maintenance_seconds = Histogram("namesrv_job_maintenance_duration_seconds", "Table maintenance time",
+                                             buckets=BATCH_BUCKETS, registry=r)
+        self.last_batch = Gauge("namesrv_job_last_batch_timestamp_seconds", "When the last batch was committed",
+                                registry=r)
+        self.last_snapshot = Gauge("namesrv_job_last_snapshot_id", "Newest cut the job committed", registry=r)
+
+
+
+# Flask endpoints are bounded by the app's URL map; the fast path is named like its rule.
+FAST_PATH_ENDPOINT = "routes.topic_route"
+
+
+class ServerMetrics:
+    """The HTTP server's request counters; snapshot and lag figures are collected at scrape time."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter("namesrv_http_requests", "HTTP requests by endpoint, method and status code",
+                                ["endpoint", "method", "code"], registry=r)
+        self.latency = Histogram("namesrv_http_request_duration_seconds", "HTTP request time by endpoint",
+                                 ["endpoint"], buckets=LATENCY_BUCKETS, registry=r)
+
+
+class RemotingMetrics:
+    """The remoting front's counters (RocketMQ request codes as labels, bounded)."""
+
+    def __init__(self, known_codes: frozenset[int]) -> None:
+        self.known = known_codes
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter("namesrv_remoting_requests", "Remoting requests by request code and response code",
+                                ["request_code", "response_code"], registry=r)
+        self.latency = Histogram("namesrv_remoting_request_duration_seconds",
+                                 "Remoting request time (receipt to answer written) by request code",
+                                 ["request_code"], buckets=LATENCY_BUCKETS, registry=r)
+        self.connections = Gauge("namesrv_remoting_connections", "Open remoting connections", registry=r)
+        self.connections_opened = Counter("namesrv_remoting_connections_opened", "Remoting connections accepted",
+                                          registry=r)
+        self.refused = Counter("namesrv_remoting_refused", "Requests refused (network or signature)",
+                               ["request_code"], registry=r)
+        self.snapshot_id = Gauge("namesrv_remoting_snapshot_id", "Id of the cut the front serves (-1: none yet)",
+                                 registry=r)
+        self.heartbeats_forwarded = Counter("namesrv_remoting_heartbeats_forwarded",
+                                            "Coalesced heartbeats published to Kafka", registry=r)
+
+    def code_label(self, code: int) -> str:
+        return str(code) if code in self.known else "other"
+
+
+class SnapshotMetrics:
+    """How a process's SnapshotStore refreshes: `namesrv_snapshot_*` for the HTTP server,
+    `namesrv_remoting_snapshot_*` for the front (one exposition cannot hold a family twice)."""
+
+    def __init__(self, registry: CollectorRegistry, prefix: str = "namesrv_snapshot") -> None:
+        self.refresh_seconds = Histogram(f"{prefix}_refresh_duration_seconds",
+                                         "Time to look for and load a newer cut", buckets=LATENCY_BUCKETS,
+                                         registry=registry)
+        self.refresh_failures = Counter(f"{prefix}_refresh_failures", "Refreshes that failed (the last good "
+                                        "cut is still served)", registry=registry)
+        self.swaps = Counter(f"{prefix}_swaps", "Newer cuts swapped in", registry=registry)
+
+    def observe(self, seconds: float, *, ok: bool, swapped: bool) -> None:
+        self.refresh_seconds.observe(seconds)
+        if not ok:
+            self.refresh_failures.inc()
+        if swapped:
+            self.swaps.inc()
+
+
+def metrics_file(data_dir: Path, role: str) -> Path:
+    return Path(data_dir) / "metrics" / f"{role}.prom"
+
+
+def write_metrics_file(data_dir: Path, role: str, registry: CollectorRegistry) -> None:
+    """Atomically replace `<data dir>/metrics/<role>.prom` with the registry's exposition."""
+    path = metrics_file(data_dir, role)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp.{os.getpid()}")
+    tmp.write_bytes(generate_latest(registry))
+    os.replace(tmp, path)
+
+
+def read_metrics_files(data_dir: Path) -> bytes:
+    """The job's and the front's expositions, concatenated (absent files: nothing)."""
+    out = []
+    for role in ROLES:
+        try:
+            out.append(metrics_file(data_dir, role).read_bytes())
+        except FileNotFoundError:
+            continue
+    return b"".join(out)
