@@ -97,6 +97,14 @@ class System:
         progress = read_progress(self.cfg.warehouse) or {}
         return sum(progress.get("sourceOffsets", {}).values())
 
+    def served_lag_s(self) -> float:
+        """Age of the oldest event not yet served (max over partitions), from our own /metrics."""
+        from prometheus_client.parser import text_string_to_metric_families
+        text = self.http.get(self.url + "/metrics", timeout=30).text
+        ages = [s.value for f in text_string_to_metric_families(text) for s in f.samples
+                if s.name == "namesrv_consumer_lag_seconds"]
+        return max(ages, default=0.0)
+
     def lag(self) -> int:
         return self.sent - self.consumed()
 

@@ -119,6 +119,13 @@ class Config:
                                secret=True)
     live_flush_ms: int = setting("NAMESRV_LIVE_FLUSH_MS", 60000,
                                  "heartbeats reach `broker_live` once per window (0 = every batch)")
+    log_format: str = setting("NAMESRV_LOG_FORMAT", "text",
+                              "`text`, or `json` (one JSON object per line in every log, with batch id, snapshot id "
+                              "and broker names as fields)", choices=("text", "json"))
+    log_max_bytes: int = setting("NAMESRV_LOG_MAX_BYTES", 10485760,
+                                 "a log the launcher writes is rotated when it would grow past this size",
+                                 positive=True)
+    log_backups: int = setting("NAMESRV_LOG_BACKUPS", 5, "rotated files kept per log (`job.log.1` ... `.N`)")
     maintenance_interval_ms: int = setting("NAMESRV_MAINTENANCE_INTERVAL_MS", 3600000, "table maintenance period",
                                            positive=True)
     history_retention_ms: int = setting("NAMESRV_HISTORY_RETENTION_MS", 604800000,

@@ -19,11 +19,12 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
-from conf import Config, load_config
-from conf.logs import setup_logging
+from conf import Config, describe, load_config
+from conf.logs import RotatingLog, as_json_line, header, setup_logging
 from conf.tokens import admin_token
-from conf.version import argument_parser
+from conf.version import __version__, argument_parser
 from eventlog.topics import ensure_topic
 from ops import embedded_kafka
 from ops.net import port_is_free, wait_for_port
@@ -43,7 +44,7 @@ def _die_with_parent() -> None:
 class Child:
     name: str
     argv: list[str]
-    log_path: Path
+    log: RotatingLog
     stop_timeout_s: float = 30.0
     port: tuple[str, int, str] | None = None  # (host, port, hint) that must be free before the start
     banner: str = ""
@@ -52,12 +53,26 @@ class Child:
     next_start: float = 0.0
     started_at: float = field(default=0.0)
 
+    json_lines: bool = False
+
+    @property
+    def log_path(self) -> Path:
+        return self.log.path
+
     def start(self) -> None:
-        with open(self.log_path, "ab") as out:  # the child keeps its own copy of the descriptor
-            # Own process group: the job's JVM is its child, and must go when the job goes.
-            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         preexec_fn=_die_with_parent, start_new_session=True)
+        # Own process group: the job's JVM is its child, and must go when the job goes.
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, start_new_session=True)
         self.started_at = time.monotonic()
+        threading.Thread(target=self._pump, args=(self.proc.stdout,), name=f"log-{self.name}", daemon=True).start()
+
+    def _pump(self, stream: IO[bytes]) -> None:
+        """The child's output, line by line, into its rotating log (JSON-wrapped in JSON mode);
+        ends when the child and everything that inherited its stdout (the JVM) are gone."""
+        source = f"namesrv.{self.name}.stdout"
+        for line in iter(stream.readline, b""):
+            self.log.write(as_json_line(line, source) if self.json_lines else line)
+        stream.close()
 
     def supervise(self) -> None:
         """Restart the child if it exited: exponential backoff (1 s doubling to 30 s), reset
@@ -98,24 +113,32 @@ class Child:
         self.proc.wait()
 
 
+def rotating_log(cfg: Config, role: str) -> RotatingLog:
+    """`<logs>/<role>.log`, rotated at NAMESRV_LOG_MAX_BYTES, its first line the version and configuration."""
+    return RotatingLog(cfg.log_dir / f"{role}.log", max_bytes=cfg.log_max_bytes, backups=cfg.log_backups,
+                       header=header(role, __version__, describe(cfg), cfg.log_format))
+
+
 def children(cfg: Config) -> list[Child]:
-    logs = cfg.log_dir
     out = []
+    json_lines = cfg.log_format == "json"
     if cfg.uses_embedded_kafka:
-        out.append(Child("kafka", embedded_kafka.tansu_command(cfg.kafka_embedded_port), logs / "kafka.log", 10,
+        out.append(Child("kafka", embedded_kafka.tansu_command(cfg.kafka_embedded_port), rotating_log(cfg, "kafka"), 10,
                          port=("127.0.0.1", cfg.kafka_embedded_port, "is another ./run.sh running? "
                                "(or set NAMESRV_KAFKA_EMBEDDED_PORT)"),
                          banner=f"embedded Tansu on {cfg.bootstrap}, topic {cfg.kafka_topic} (memory storage)"))
-    out.append(Child("job", [sys.executable, "-m", "pipelines.job"], logs / "job.log", 60,
+    out.append(Child("job", [sys.executable, "-m", "pipelines.job"], rotating_log(cfg, "job"), 60,
                      banner=f"Spark {cfg.spark_master}, warehouse {cfg.warehouse}"))
-    out.append(Child("http", [sys.executable, "-m", "serving"], logs / "http.log", 10,
+    out.append(Child("http", [sys.executable, "-m", "serving"], rotating_log(cfg, "http"), 10,
                      port=(cfg.http_host, cfg.http_port, "(set NAMESRV_HTTP_PORT)"),
                      banner=f"{http_url(cfg)}  (try /topics/TopicTest/route, /cluster, /readyz)"))
     if cfg.remoting_port:
-        out.append(Child("remoting", [sys.executable, "-m", "remoting"], logs / "remoting.log", 10,
+        out.append(Child("remoting", [sys.executable, "-m", "remoting"], rotating_log(cfg, "remoting"), 10,
                          port=(cfg.remoting_host, cfg.remoting_port, "(set NAMESRV_REMOTING_PORT; 0 turns it off)"),
                          banner=f"RocketMQ remoting on {cfg.remoting_host}:{cfg.remoting_port}  (namesrvAddr for "
                                 "brokers, clients and mqadmin)"))
+    for kid in out:
+        kid.json_lines = json_lines
     return out
 
 
@@ -137,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                     "HTTP server (what ./run.sh runs).").parse_args(argv)
     cfg = load_config()
     cfg.log_dir.mkdir(parents=True, exist_ok=True)
-    setup_logging(cfg.log_dir / "launcher.log")
+    setup_logging(cfg.log_format, log=rotating_log(cfg, "launcher"))
     stopping = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())

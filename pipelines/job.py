@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     argument_parser("namesrv-job", "The streaming job: Kafka events -> RocketMQ's route rules -> Delta tables."
                     ).parse_args(argv)
     cfg = load_config()
-    setup_logging()
+    setup_logging(cfg.log_format)
     ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions)
     try:
         spark = build_spark(cfg)

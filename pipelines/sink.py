@@ -164,12 +164,13 @@ class DeltaSink:
         started = time.time()
         plan = plan_batch(rows, batch_id, int(started * 1000))
         for reason in plan.rejected:
-            log.warning("registration rejected in batch %d: %s", batch_id, reason)
+            log.warning("registration rejected in batch %d: %s", batch_id, reason,
+                        extra={"batchId": batch_id, "brokerName": reason.split(":", 1)[0]})
         if plan.dead_letters:
             self._write(t.DEAD_LETTER, t.DEAD_LETTER.from_rows(plan.dead_letters), batch_id, predicate=None,
                         mode="append")
             log.warning("batch %d: %d record(s) quarantined in dead_letter, first reason: %s",
-                        batch_id, len(plan.dead_letters), plan.dead_letters[0]["reason"])
+                        batch_id, len(plan.dead_letters), plan.dead_letters[0]["reason"], extra={"batchId": batch_id})
         for table in t.STATE_TABLES:
             owners = plan.replace.get(table.name)
             if owners:
@@ -188,7 +189,8 @@ class DeltaSink:
             self._latest_snapshot = batch_id
             self._force_snapshot = False
             log.info("batch %d: %d record(s), tables %s, %d change(s), %.0f ms", batch_id, consumed,
-                     ",".join(sorted(plan.replace)) or "-", len(plan.changes), (time.time() - started) * 1000)
+                     ",".join(sorted(plan.replace)) or "-", len(plan.changes), (time.time() - started) * 1000,
+                     extra={"batchId": batch_id, "snapshotId": batch_id})
         for group, deadline in plan.deadlines.items():
             if deadline is None:
                 self._deadlines.pop(group, None)

@@ -69,7 +69,7 @@ async def run(cfg: Config) -> None:
 def main(argv: list[str] | None = None) -> int:
     argument_parser("namesrv-remoting", "The RocketMQ remoting front (TCP) over the Delta warehouse.").parse_args(argv)
     cfg = load_config()
-    setup_logging()
+    setup_logging(cfg.log_format)
     if cfg.remoting_port == 0:
         log.error("NAMESRV_REMOTING_PORT=0 turns the remoting front off; nothing to run")
         return 2

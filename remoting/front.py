@@ -228,7 +228,8 @@ class Front:
                 continue
             event = ev.unregister_broker_event(cluster=cluster, broker_name=holder[0], broker_id=holder[1],
                                                addr=addr, timestamp=_now_ms())
-            log.info("connection of broker %s (%s, %s) closed: unregistering it", holder[0], cluster, addr)
+            log.info("connection of broker %s (%s, %s) closed: unregistering it", holder[0], cluster, addr,
+                     extra={"brokerName": holder[0], "clusterName": cluster, "brokerAddr": addr})
             self._spawn(self._publish_logged([event], "unregistering a closed connection's broker"))
 
     # ------------------------------------------------------------ dispatch

@@ -19,7 +19,7 @@ from conf.version import argument_parser
 def main(argv: list[str] | None = None) -> int:
     argument_parser("namesrv-server", "The HTTP server (granian) over the Delta warehouse.").parse_args(argv)
     cfg = load_config()
-    setup_logging()
+    setup_logging(cfg.log_format)
     from granian import Granian
     from granian.constants import Interfaces
     from granian.log import LogLevels

@@ -10,5 +10,6 @@ from serving.app import create_app
 
 
 def application_factory():
-    setup_logging()
-    return create_app(load_config())
+    cfg = load_config()
+    setup_logging(cfg.log_format)
+    return create_app(cfg)

@@ -4,6 +4,7 @@ is down, and stops everything (no orphan) on SIGTERM."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -52,11 +53,40 @@ def remoting_route(port: int, topic: str) -> int | None:
         return None
 
 
+LOG_MAX = 4096
+
+
+def launcher_log(data: Path) -> str:
+    """The launcher's messages across its rotated files, oldest first."""
+    files = sorted((data / "logs").glob("launcher.log*"), key=lambda f: -int(f.suffix[1:]) if f.suffix[1:].isdigit() else 0)
+    return "".join(json.loads(line)["message"] + "\n" for f in files for line in f.read_text().splitlines())
+
+
+def check_logs(logs: Path) -> None:
+    """Every line of every log parses as JSON; each file starts with the version and configuration
+    (secrets masked) and stays within the configured size; logs were rotated."""
+    files = sorted(logs.glob("*.log*"))
+    assert {f.name for f in files} >= {"kafka.log", "job.log", "http.log", "remoting.log", "launcher.log"}
+    assert any(f.name.endswith(".log.1") for f in files), [f.name for f in files]
+    for f in files:
+        lines = f.read_text().splitlines()
+        docs = [json.loads(line) for line in lines]  # raises on any line that is not JSON
+        assert all(isinstance(d, dict) and "message" in d and "time" in d for d in docs), f.name
+        first = docs[0]
+        assert first["version"] and first["configuration"]["NAMESRV_ADMIN_TOKEN"] == "***", f.name
+        assert "supervision-secret" not in f.read_text(), f.name
+        longest = max(len(line) + 1 for line in lines)
+        assert f.stat().st_size <= max(LOG_MAX, len(lines[0]) + 1 + longest), (f.name, f.stat().st_size)
+
+
 def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path, figures):
     http_port, kafka_port, remoting_port = free_port(), free_port(), free_port()
     env = {**os.environ, "NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_KAFKA_BOOTSTRAP": "",
            "NAMESRV_KAFKA_EMBEDDED_PORT": str(kafka_port), "NAMESRV_HTTP_PORT": str(http_port),
-           "NAMESRV_REMOTING_PORT": str(remoting_port), "NAMESRV_TRIGGER_INTERVAL_MS": "500"}
+           "NAMESRV_REMOTING_PORT": str(remoting_port), "NAMESRV_TRIGGER_INTERVAL_MS": "500",
+           # logs an operator keeps: JSON lines, rotated at a size small enough to rotate in this test
+           "NAMESRV_LOG_FORMAT": "json", "NAMESRV_LOG_MAX_BYTES": str(LOG_MAX), "NAMESRV_LOG_BACKUPS": "100",
+           "NAMESRV_ADMIN_TOKEN": "supervision-secret"}
     url = f"http://127.0.0.1:{http_port}"
     # After set-up nothing needs a repository: an unreachable one changes nothing.
     env["NAMESRV_MAVEN_REPOSITORY"] = "http://127.0.0.1:9/maven2"
@@ -69,7 +99,7 @@ def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path, figures):
         assert requests.get(url + "/readyz", timeout=2).status_code in (200, 503)
         wait(lambda: requests.get(url + "/readyz", timeout=2).status_code == 200, 120, "readiness")
         ready = time.monotonic()
-        wait(lambda: "ready in" in (tmp_path / "logs" / "launcher.log").read_text(), 5, "the launcher's 'ready' line")
+        wait(lambda: "ready in" in launcher_log(tmp_path), 5, "the launcher's 'ready' line")
         with EventPublisher(f"127.0.0.1:{kafka_port}", "namesrv-events",
                             max_message_bytes=DEFAULTS.max_message_bytes) as pub:
             pub.publish([reg("sup-a", 0, "127.0.0.1:36911", tps=topics("SupTopic", "SupBase"))])
@@ -91,7 +121,7 @@ def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path, figures):
         wait(lambda: requests.get(url + "/topics/SupTopic/route", timeout=2).status_code == 200, 60, "http restart")
         new = wait(lambda: (c := children(launcher.pid)).get("job") not in (None, kids["job"]) and c, 60, "job restart")
         assert new["http"] != kids["http"]
-        log = (tmp_path / "logs" / "launcher.log").read_text()
+        log = launcher_log(tmp_path)
         assert "job exited with code -9; restarting in" in log and "http exited with code -9" in log
         assert "job restarted (restart #1)" in log and "http restarted (restart #1)" in log
         assert "remoting exited with code -9" in log and "remoting restarted (restart #1)" in log
@@ -103,5 +133,6 @@ def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path, figures):
     finally:
         launcher.send_signal(signal.SIGTERM)
         launcher.wait(120)
+    check_logs(tmp_path / "logs")
     for pid in before.values():
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
