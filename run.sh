@@ -69,6 +69,19 @@ bench_tools() {
   fi
 }
 
+# The dashboard's browser tests drive Debian's chromium (never a downloaded browser); installed
+# when missing and this user may, otherwise those tests skip naming it.
+browser_tools() {
+  command -v chromium >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "run.sh: installing Debian's chromium for the dashboard's browser tests" >&2
+    { apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; } \
+      >"$VENV/apt-chromium.log" 2>&1 || echo "run.sh: apt-get install chromium failed (see $VENV/apt-chromium.log); the browser tests will skip" >&2
+  else
+    echo "run.sh: chromium is not installed (apt-get install chromium); the browser tests will skip" >&2
+  fi
+}
+
 # Lint and types first: a finding fails the run before minutes of integration tests.
 static_checks() {
   echo "run.sh: ruff" >&2
@@ -81,7 +94,7 @@ cmd="${1:-run}"
 [ $# -gt 0 ] && shift
 case "$cmd" in
   run)      setup; exec "$VENV/bin/python" -m ops.launcher "$@" ;;
-  test)     setup; static_checks; exec "$VENV/bin/python" -m pytest "$@" ;;
+  test)     setup; browser_tools; static_checks; exec "$VENV/bin/python" -m pytest "$@" ;;
   check)    setup; static_checks; exec "$VENV/bin/python" -m pytest -q -m "not integration" tests/unit tests/model "$@" ;;
   simulate) setup; exec "$VENV/bin/python" -m fleet.simulator "$@" ;;
   admin)    setup; exec "$VENV/bin/python" -m admin "$@" ;;

@@ -118,6 +118,21 @@ SCHEMAS: dict[str, Any] = {
     "Diff": {"type": "object", "required": ["from", "to", "topics", "brokers", "clusters", "kv", "config"],
              "properties": {k: {"type": "object"} for k in ("from", "to", "topics", "brokers", "clusters", "kv",
                                                             "config")}},
+    "GroupPage": {"type": "object", "required": ["total", "offset", "groups", "clusters", "snapshotId", "commitTime"],
+                  "properties": {
+        "total": {"type": "integer"}, "offset": {"type": "integer"}, "clusters": {"type": "integer"},
+        "snapshotId": {"type": ["integer", "null"]}, "commitTime": {"type": ["integer", "null"]},
+        "groups": {"type": "array", "items": {"type": "object", "required": ["cluster", "brokerName", "members"],
+                                              "properties": {
+            "cluster": {"type": "string"}, "brokerName": {"type": "string"}, "zoneName": {"type": ["string", "null"]},
+            "members": {"type": "array", "items": {"type": "object", "properties": {
+                "brokerId": {"type": "integer"}, "addr": {"type": "string"},
+                "lastUpdateTimestamp": {"type": ["integer", "null"]},
+                "heartbeatTimeoutMillis": {"type": ["integer", "null"]}}}}}}}}},
+    "TopicPage": {"type": "object", "required": ["total", "offset", "topics", "snapshotId", "commitTime"], "properties": {
+        "total": {"type": "integer"}, "offset": {"type": "integer"},
+        "snapshotId": {"type": ["integer", "null"]}, "commitTime": {"type": ["integer", "null"]},
+        "topics": {"type": "array", "items": {"type": "string"}}}},
     "Success": {"type": "object", "required": ["code"], "properties": {
         "code": {"type": "string"}, "remark": {"type": "string"},
         "brokerNames": {"type": "array", "items": {"type": "string"}}}},
@@ -131,6 +146,11 @@ CLUSTER = _param("cluster")
 NS = _param("namespace")
 KEY = _param("key")
 BROKER = _param("broker_name", description="brokerName")
+
+
+PAGE_PARAMS = [_param("q", "query", "case-insensitive substring"),
+               _param("offset", "query", "paging (default 0)", {"type": "integer"}),
+               _param("limit", "query", "1..500 (default 100)", {"type": "integer"})]
 
 
 def _list(summary: str, gated: bool = True) -> dict[str, Any]:
@@ -247,6 +267,21 @@ PATHS: dict[str, Any] = {
                         "responses": {"200": _json(_ref("Readiness"), "ready"),
                                       "503": _json(_ref("Readiness"), "not ready, with the reason")}}},
     "/openapi.json": {"get": {"summary": "this document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
+    "/dashboard": {"get": {"summary": "the read-only web dashboard (HTML)",
+                           "responses": {"200": {"description": "the page",
+                                                 "content": {"text/html": {"schema": {"type": "string"}}}}}}},
+    "/dashboard/static/{name}": {"get": {
+        "summary": "the dashboard's script and style sheet", "parameters": [_param("name")],
+        "responses": {"200": {"description": "a file", "content": {"*/*": {"schema": {"type": "string"}}}},
+                      "404": _json(ERR, "no such file")}}},
+    "/dashboard/api/groups": {"get": {
+        "summary": "broker groups with members and last heartbeat, filtered and paged (for the dashboard)",
+        "parameters": [*PAGE_PARAMS, *AS_OF],
+        "responses": {"200": _json(_ref("GroupPage"), "one page"), "400": E400, "404": E404_SNAPSHOT}}},
+    "/dashboard/api/topics": {"get": {
+        "summary": "topic names containing a substring, sorted and paged; or one exact name",
+        "parameters": [*PAGE_PARAMS, _param("exact", "query", "this name only, if the cut has it"), *AS_OF],
+        "responses": {"200": _json(_ref("TopicPage"), "one page"), "400": E400, "404": E404_SNAPSHOT}}},
     "/metrics": {"get": {"summary": "Prometheus metrics: this server's, the streaming job's and the remoting front's",
                          "responses": {"200": {"description": "Prometheus text format 0.0.4",
                                                "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
