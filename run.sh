@@ -36,13 +36,24 @@ setup() {
   local stamp="$VENV/.namesrv-installed" want
   want=$(sha256sum pyproject.toml | cut -d' ' -f1)
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "run.sh: installing the project and its pinned dependencies (first run takes a few minutes)" >&2
-    local log="$VENV/install.log"
-    if ! { "$VENV/bin/python" -m pip install --disable-pip-version-check --upgrade pip \
-           && "$VENV/bin/python" -m pip install --disable-pip-version-check -e ".[test]"; } >"$log" 2>&1; then
+    local log="$VENV/install.log" started=$SECONDS pid
+    echo "run.sh: set-up: installing the project and its pinned Python packages (pyproject.toml) into $VENV" >&2
+    { "$VENV/bin/python" -m pip install --disable-pip-version-check --upgrade pip \
+        && "$VENV/bin/python" -m pip install --disable-pip-version-check -e ".[test]"; } >"$log" 2>&1 &
+    pid=$!
+    # progress: what pip is working on, every 10 s, until it ends
+    while kill -0 "$pid" 2>/dev/null; do
+      sleep 2
+      if [ $(( (SECONDS - started) % 10 )) -lt 2 ]; then
+        echo "run.sh:   $(grep -c '^Collecting' "$log" 2>/dev/null || true) package(s) resolved, $(( SECONDS - started )) s;" \
+             "now: $(grep -E '^(Collecting|Downloading|Installing|Building)' "$log" | tail -1 | cut -c1-80)" >&2
+      fi
+    done
+    if ! wait "$pid"; then
       tail -30 "$log" >&2
       die "installing failed; the full log is $log"
     fi
+    echo "run.sh:   done: $(grep -c '^Collecting' "$log" || true) package(s) in $(( SECONDS - started )) s (log $log)" >&2
     echo "$want" > "$stamp"
   fi
   # JVM dependencies (jvm/*/pom.xml: Delta for Spark, Spark's Kafka connector, RocketMQ), fetched

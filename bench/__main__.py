@@ -557,12 +557,14 @@ def main(argv: list[str] | None = None) -> int:
         "memory": memory_benchmark, "sources": sources_benchmark, "writers": writers_benchmark,
         "remoting": remoting_benchmark,
         "versus": partial(versus_benchmark, sizes=tuple(int(x) for x in args.versus_sizes.split(",") if x))}
-    for name, fn in parts.items():
-        if args.only and name not in args.only:
-            continue
-        print(f"\n== {name}", flush=True)
+    chosen = [name for name in parts if not args.only or name in args.only]
+    began = time.monotonic()
+    for i, name in enumerate(chosen, 1):
+        print(f"\n== {name} (part {i} of {len(chosen)}; {time.monotonic() - began:.0f} s so far)", flush=True)
+        started = time.monotonic()
         rep.begin(name)
-        fn(rep, args.quick)
+        parts[name](rep, args.quick)
+        print(f"== {name} done in {time.monotonic() - started:.0f} s", flush=True)
     args.output.write_text(rep.markdown(args_list if not args.only else ["--quick"] * args.quick))
     rep.save()
     print(f"\nwrote {args.output}", flush=True)

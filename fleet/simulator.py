@@ -71,6 +71,7 @@ def run(cfg: Config, *, brokers: int, topics: int, slaves: int, period_s: float,
         sent["registrations"] += len(members)
         print(f"registered {len(members)} broker(s) in {brokers} group(s), {len(table)} topic(s) each", flush=True)
         start = last_register = time.monotonic()
+        report = ProgressLine(start)
         while not stop.wait(period_s):
             now = time.monotonic()
             if duration_s is not None and now - start >= duration_s:
@@ -82,7 +83,27 @@ def run(cfg: Config, *, brokers: int, topics: int, slaves: int, period_s: float,
             else:
                 pub.publish(heartbeats(members))
                 sent["heartbeats"] += len(members)
+            line = report.update(time.monotonic(), sent)
+            if line is not None:
+                print(line, flush=True)
     return sent
+
+
+class ProgressLine:
+    """A progress line at most every `every_s`: totals so far and the rate since the last line."""
+
+    def __init__(self, start: float, every_s: float = 10.0) -> None:
+        self.start, self.every_s = start, every_s
+        self.last_t = start
+        self.last: dict[str, int] = {}
+
+    def update(self, now: float, totals: dict[str, int]) -> str | None:
+        if now - self.last_t < self.every_s:
+            return None
+        span = now - self.last_t
+        parts = [f"{k} {v:,} ({(v - self.last.get(k, 0)) / span:,.0f}/s)" for k, v in totals.items()]
+        self.last_t, self.last = now, dict(totals)
+        return f"[{now - self.start:6.0f} s] sent " + ", ".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -104,22 +104,28 @@ def main(argv: list[str] | None = None) -> int:
                     help="afterwards, stop the job for 3 minutes under a 1,000-broker fleet (120 s timeout) and check "
                          "that catching up expires nobody")
     args = ap.parse_args(argv)
+    stages = [name for name, on in (("fleet", args.minutes > 0), ("catch-up", args.catch_up),
+                                     ("differential", args.differential), ("crash safety", args.kills)) if on]
+    print(f"soak: {len(stages)} stage(s): {', '.join(stages) or 'none'}", flush=True)
     ok = soak(args) if args.minutes > 0 else True
     if args.catch_up:
-        print("\ncatch-up after a 3-minute outage, 1,000 brokers:", flush=True)
+        print(f"\n[stage {stages.index('catch-up') + 1}/{len(stages)}] catch-up after a 3-minute outage, 1,000 brokers:",
+              flush=True)
         env = {**os.environ, "NAMESRV_CATCHUP_BROKERS": "1000", "NAMESRV_CATCHUP_TIMEOUT_MS": "120000",
                "NAMESRV_CATCHUP_OUTAGE_S": "180"}
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                "tests/integration/test_catch_up.py"], cwd=ROOT, env=env)
         ok = ok and done.returncode == 0
     if args.differential:
-        print(f"\ndifferential test against RocketMQ's NameServer, {args.differential} sequences:", flush=True)
+        print(f"\n[stage {stages.index('differential') + 1}/{len(stages)}] differential test against RocketMQ's "
+              f"NameServer, {args.differential} sequences:", flush=True)
         env = {**os.environ, "NAMESRV_DIFF_SEQUENCES": str(args.differential)}
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "ours_answer",
                                "tests/integration/test_differential.py"], cwd=ROOT, env=env)
         ok = ok and done.returncode == 0
     if args.kills:
-        print(f"\ncrash safety with {args.kills} kills:", flush=True)
+        print(f"\n[stage {stages.index('crash safety') + 1}/{len(stages)}] crash safety with {args.kills} kills:",
+              flush=True)
         env = {**os.environ, "NAMESRV_CRASH_KILLS": str(args.kills)}
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                "tests/integration/test_crash_safety.py"], cwd=ROOT, env=env)

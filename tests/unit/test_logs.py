@@ -60,3 +60,13 @@ def test_rotation_at_the_configured_size_keeps_backups_and_a_header_on_every_fil
     reopened.write(b"after restart")
     reopened.close()
     assert path.read_bytes().count(b"HEADER") == 1 and path.read_bytes().endswith(b"after restart\n")
+
+
+def test_simulator_progress_line_reports_totals_and_rates_at_most_every_interval():
+    from fleet.simulator import ProgressLine
+    p = ProgressLine(100.0, every_s=10)
+    assert p.update(105.0, {"heartbeats": 500}) is None
+    line = p.update(110.0, {"registrations": 10, "heartbeats": 1000})
+    assert line == "[    10 s] sent registrations 10 (1/s), heartbeats 1,000 (100/s)"
+    assert p.update(115.0, {"registrations": 10, "heartbeats": 2000}) is None
+    assert p.update(120.0, {"registrations": 10, "heartbeats": 3000}).endswith("heartbeats 3,000 (200/s)")
