@@ -95,3 +95,25 @@ def test_readme_configuration_table_is_the_declared_settings():
     readme = (ROOT / "README.md").read_text()
     assert settings_table() in readme, ("README's configuration table differs from conf.Config's declarations; "
                                         "paste the output of `python -c 'import conf; print(conf.settings_table())'`")
+
+
+def test_readme_lists_every_prometheus_metric():
+    """The README's metrics table names every family the code defines (docs match the code)."""
+    from remoting.codes import REQUEST_CODES
+    from schemas.metrics import JobMetrics, RemotingMetrics, ServerMetrics, SnapshotMetrics
+    readme = (ROOT / "README.md").read_text()
+    server = ServerMetrics()
+    SnapshotMetrics(server.registry)
+    names = set()
+    for registry in (JobMetrics().registry, RemotingMetrics(REQUEST_CODES).registry, server.registry):
+        for family in registry.collect():
+            names.add(family.name + ("_total" if family.type == "counter" else ""))
+    scrape_time = {"namesrv_snapshot_id", "namesrv_snapshot_age_seconds", "namesrv_consumer_lag_records",
+                   "namesrv_consumer_lag_seconds", "namesrv_kafka_up", "namesrv_broker_groups", "namesrv_brokers_live",
+                   "namesrv_clusters", "namesrv_topics", "namesrv_ready"}
+    import inspect
+
+    from serving import metrics
+    assert all(f'"{n}"' in inspect.getsource(metrics) for n in scrape_time)
+    missing = sorted(n for n in names | scrape_time if f"`{n}`" not in readme)
+    assert not missing, f"README's metrics table lacks {missing}"
