@@ -10,10 +10,18 @@ from typing import Any
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Columns padded to their widest cell; an empty table still shows its header."""
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    cells = [[str(h) for h in headers]] + [[_cell(c) for c in r] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
     return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):  # as RocketMQ and JSON write them
+        return "true" if value else "false"
+    return str(value)
 
 
 def as_json(value: Any) -> str:
