@@ -214,16 +214,20 @@ def delete_kv(c: Ctx, namespace: str, key: str) -> None:
 @click.option("-b", "--broker", "broker_name", required=True)
 @pass_ctx
 def wipe_write_perm(c: Ctx, broker_name: str) -> None:
-    body = c.client.write("POST", f"/brokers/{seg(broker_name)}/wipe-write-perm")
-    _written(c, body, lambda b: f"wipe write perm of {broker_name}: {b.get('wipeTopicCount', '?')} topic(s)")
+    _write_perm(c, broker_name, "wipe")
+
+
+def _write_perm(c: Ctx, broker_name: str, action: str) -> None:
+    """205 / 327: the answer counts the broker's topics whose permission changed."""
+    body = c.client.write("POST", f"/brokers/{seg(broker_name)}/{action}-write-perm")
+    _written(c, body, lambda b: f"{action} write perm of {broker_name}: {b.get(action + 'TopicCount', '?')} topic(s)")
 
 
 @cli.command("addWritePerm", help="Give write permission back to a broker's topics (RocketMQ's 327).")
 @click.option("-b", "--broker", "broker_name", required=True)
 @pass_ctx
 def add_write_perm(c: Ctx, broker_name: str) -> None:
-    body = c.client.write("POST", f"/brokers/{seg(broker_name)}/add-write-perm")
-    _written(c, body, lambda b: f"add write perm of {broker_name}: {b.get('addTopicCount', '?')} topic(s)")
+    _write_perm(c, broker_name, "add")
 
 
 @cli.command("deleteTopic", help="Delete a topic's route (everywhere, or in one cluster).")
