@@ -85,6 +85,10 @@ class Config:
                              "HTTP listen port (RocketMQ's remoting port is 9876; 0 = any free port, tests)",
                              maximum=65535)
     http_threads: int = setting("NAMESRV_HTTP_THREADS", 8, "Python threads of the granian worker", positive=True)
+    replicas: int = setting(
+        "NAMESRV_REPLICAS", 1,
+        "serving replicas `./run.sh` starts over the one warehouse: replica i is an HTTP server on "
+        "NAMESRV_HTTP_PORT+i and a remoting front on NAMESRV_REMOTING_PORT+i", positive=True, maximum=16)
     remoting_host: str = setting("NAMESRV_REMOTING_HOST", "127.0.0.1",
                                  "listen address of the RocketMQ remoting front (TCP, RocketMQ's own protocol)")
     remoting_port: int = setting("NAMESRV_REMOTING_PORT", 9876,
@@ -156,6 +160,11 @@ class Config:
         """NameServer settings shown (not changed) by GET /config and GET_NAMESRV_CONFIG (319)."""
         return {"deleteTopicWithBrokerRegistration": self.delete_topic_with_broker_registration,
                 "defaultHeartbeatTimeoutMillis": self.broker_timeout_ms}
+
+    def replica(self, i: int) -> Config:
+        """Replica i's configuration: its ports shifted by i, everything else shared."""
+        return dataclasses.replace(self, http_port=self.http_port + i,
+                                   remoting_port=self.remoting_port + i if self.remoting_port else 0)
 
     @property
     def uses_embedded_kafka(self) -> bool:

@@ -48,6 +48,7 @@ class Child:
     stop_timeout_s: float = 30.0
     port: tuple[str, int, str] | None = None  # (host, port, hint) that must be free before the start
     banner: str = ""
+    env: dict[str, str] = field(default_factory=dict)  # settings this child overrides (a replica's ports)
     proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     next_start: float = 0.0
@@ -62,7 +63,8 @@ class Child:
     def start(self) -> None:
         # Own process group: the job's JVM is its child, and must go when the job goes.
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, start_new_session=True,
+                                     env={**os.environ, **self.env} if self.env else None)
         self.started_at = time.monotonic()
         threading.Thread(target=self._pump, args=(self.proc.stdout,), name=f"log-{self.name}", daemon=True).start()
 
@@ -129,17 +131,38 @@ def children(cfg: Config) -> list[Child]:
                          banner=f"embedded Tansu on {cfg.bootstrap}, topic {cfg.kafka_topic} (memory storage)"))
     out.append(Child("job", [sys.executable, "-m", "pipelines.job"], rotating_log(cfg, "job"), 60,
                      banner=f"Spark {cfg.spark_master}, warehouse {cfg.warehouse}"))
-    out.append(Child("http", [sys.executable, "-m", "serving"], rotating_log(cfg, "http"), 10,
-                     port=(cfg.http_host, cfg.http_port, "(set NAMESRV_HTTP_PORT)"),
-                     banner=f"{http_url(cfg)}  (try /topics/TopicTest/route, /cluster, /readyz)"))
-    if cfg.remoting_port:
-        out.append(Child("remoting", [sys.executable, "-m", "remoting"], rotating_log(cfg, "remoting"), 10,
-                         port=(cfg.remoting_host, cfg.remoting_port, "(set NAMESRV_REMOTING_PORT; 0 turns it off)"),
-                         banner=f"RocketMQ remoting on {cfg.remoting_host}:{cfg.remoting_port}  (namesrvAddr for "
-                                "brokers, clients and mqadmin)"))
+    for i in range(cfg.replicas):
+        rcfg, suffix = cfg.replica(i), "" if i == 0 else f"-{i}"
+        ports = {"NAMESRV_HTTP_PORT": str(rcfg.http_port), "NAMESRV_REMOTING_PORT": str(rcfg.remoting_port)}
+        out.append(Child(f"http{suffix}", [sys.executable, "-m", "serving"], rotating_log(cfg, f"http{suffix}"), 10,
+                         port=(cfg.http_host, rcfg.http_port, "(set NAMESRV_HTTP_PORT)"),
+                         banner=f"{http_url(rcfg)}  (try /topics/TopicTest/route, /cluster, /readyz, /dashboard)",
+                         env=ports))
+        if cfg.remoting_port:
+            out.append(Child(f"remoting{suffix}", [sys.executable, "-m", "remoting"],
+                             rotating_log(cfg, f"remoting{suffix}"), 10,
+                             port=(cfg.remoting_host, rcfg.remoting_port,
+                                   "(set NAMESRV_REMOTING_PORT; 0 turns it off)"),
+                             banner=f"RocketMQ remoting on {cfg.remoting_host}:{rcfg.remoting_port}  (namesrvAddr "
+                                    "for brokers, clients and mqadmin)", env=ports))
     for kid in out:
         kid.json_lines = json_lines
     return out
+
+
+def port_clash(kids: list[Child]) -> str | None:
+    """Two children told to listen on one port (replicas shift both port ranges by one each)."""
+    owners: dict[int, str] = {}
+    for kid in kids:
+        if kid.port is None:
+            continue
+        port = kid.port[1]
+        if port in owners:
+            return (f"{owners[port]} and {kid.name} would both listen on port {port}: with NAMESRV_REPLICAS the "
+                    f"HTTP ports run from NAMESRV_HTTP_PORT and the remoting ports from NAMESRV_REMOTING_PORT, one "
+                    f"per replica; move one range (e.g. NAMESRV_REMOTING_PORT=10876)")
+        owners[port] = kid.name
+    return None
 
 
 def http_url(cfg: Config) -> str:
@@ -147,12 +170,15 @@ def http_url(cfg: Config) -> str:
 
 
 def is_ready(cfg: Config) -> bool:
-    """The HTTP server's /readyz answers 200 (it serves a cut and the job has committed a batch)."""
-    try:
-        with urllib.request.urlopen(http_url(cfg) + "/readyz", timeout=1) as answer:
-            return bool(answer.status == 200)
-    except (OSError, ValueError):  # not listening yet, or 503 (HTTPError is an OSError)
-        return False
+    """Every replica's /readyz answers 200 (it serves a cut and the job has committed a batch)."""
+    for i in range(cfg.replicas):
+        try:
+            with urllib.request.urlopen(http_url(cfg.replica(i)) + "/readyz", timeout=1) as answer:
+                if answer.status != 200:
+                    return False
+        except (OSError, ValueError):  # not listening yet, or 503 (HTTPError is an OSError)
+            return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     if admin_token(cfg, create=True) and not cfg.admin_token:
         log.info("admin    bearer token for writes is in %s (or set NAMESRV_ADMIN_TOKEN)", cfg.admin_token_file)
     kids = children(cfg)
+    clash = port_clash(kids)
+    if clash is not None:
+        log.error("%s", clash)
+        return 1
     for kid in kids:
         if kid.port is not None and not port_is_free(kid.port[1], kid.port[0]):
             log.error("port %s:%d is taken %s", *kid.port)

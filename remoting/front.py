@@ -31,7 +31,7 @@ from routeinfo import route_reads
 from routeinfo.snapshot import Snapshot
 from schemas import events as ev
 from schemas.fields import DEFAULT_QUEUE_NUMS, MASTER_ID, InvalidInput
-from schemas.metrics import RemotingMetrics, write_metrics_file
+from schemas.metrics import RemotingMetrics, remoting_role, write_metrics_file
 
 log = logging.getLogger("namesrv.remoting")
 NOT_READY = "name server not ready"
@@ -177,7 +177,8 @@ class Front:
             m.connections.set(len(self.connections))
             m.snapshot_id.set(-1 if snap.snapshot_id is None else snap.snapshot_id)
             try:
-                await loop.run_in_executor(None, write_metrics_file, self.cfg.data_dir, "remoting", m.registry)
+                await loop.run_in_executor(None, write_metrics_file, self.cfg.data_dir,
+                                           remoting_role(self.cfg.remoting_port), m.registry)
             except OSError as exc:
                 log.warning("remoting metrics not written: %s", exc)
 
@@ -246,9 +247,11 @@ class Front:
         read = replies.READS.get(code)
         if read is not None:
             snap = self.store.current
-            reply = error(codes.SYSTEM_ERROR, NOT_READY) if snap.snapshot_id is None else read(snap, cmd.ext)
+            reply = error(codes.SYSTEM_ERROR, NOT_READY) if snap.snapshot_id is None \
+                else replies.stamped(read(snap, cmd.ext), snap)
         elif code == codes.GET_NAMESRV_CONFIG:
-            reply = replies.namesrv_config(self.store.current, self.read_only)
+            snap = self.store.current
+            reply = replies.stamped(replies.namesrv_config(snap, self.read_only), snap)
         elif code in (codes.BROKER_HEARTBEAT, codes.QUERY_DATA_VERSION):
             reply = self._heartbeat(cmd)
         elif code in self._writes:

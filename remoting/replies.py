@@ -26,6 +26,15 @@ class Reply:
     body: bytes = b""
 
 
+# extFields key naming the cut a read was answered from (RocketMQ's clients ignore keys they do not
+# decode); lets answers of several fronts be compared (serving replicas).
+SNAPSHOT_EXT = "namesrvSnapshotId"
+
+
+def stamped(reply: Reply, snap: Snapshot) -> Reply:
+    return Reply(reply.code, reply.remark, {**(reply.ext or {}), SNAPSHOT_EXT: str(snap.snapshot_id)}, reply.body)
+
+
 def ok(body: Any = None, *, ext: dict[str, str] | None = None) -> Reply:
     data = b"" if body is None else body if isinstance(body, bytes) else route_reads.encode_body(body)
     return Reply(codes.SUCCESS, ext=ext, body=data)

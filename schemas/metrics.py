@@ -2,7 +2,7 @@
 
 Three processes count: the streaming job, the remoting front and the HTTP server. One scrape
 target serves them all (`GET /metrics` of the HTTP server): the job and the front write their
-registries to `<data dir>/metrics/<role>.prom` (atomically, in Prometheus' text format, as
+registries to `<data dir>/metrics/<role>.prom` (`job`, `remoting-<port>`; atomically, in Prometheus' text format, as
 node_exporter's textfile collector reads them), and the server appends those files to its own
 exposition. The job runs on Spark's driver, possibly on another host than the server's, and the
 front is an event loop that should not serve HTTP; a file in the data directory both already
@@ -26,7 +26,6 @@ disable_created_metrics()
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 BATCH_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 RECORD_BUCKETS = (0, 1, 10, 100, 1000, 5000, 20000, 100000)
-ROLES = ("job", "remoting")  # the processes that write metrics files
 
 # Dead letters by class: the first words of parse_event's reasons (schemas.events, schemas.fields).
 _REASON_CLASSES = (
@@ -148,10 +147,16 @@ def write_metrics_file(data_dir: Path, role: str, registry: CollectorRegistry) -
     os.replace(tmp, path)
 
 
-def read_metrics_files(data_dir: Path) -> bytes:
-    """The job's and the front's expositions, concatenated (absent files: nothing)."""
+def remoting_role(remoting_port: int) -> str:
+    """The metrics file of the front on this port: one per replica, each read by the HTTP server of
+    the same replica (an exposition cannot hold the same family twice)."""
+    return f"remoting-{remoting_port}"
+
+
+def read_metrics_files(data_dir: Path, remoting_port: int) -> bytes:
+    """The job's and this replica's front's expositions, concatenated (absent files: nothing)."""
     out = []
-    for role in ROLES:
+    for role in ("job", remoting_role(remoting_port)):
         try:
             out.append(metrics_file(data_dir, role).read_bytes())
         except FileNotFoundError:

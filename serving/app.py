@@ -11,7 +11,7 @@ from eventlog.lag import LagProbe
 from eventlog.publisher import EventPublisher, ReconnectingPublisher
 from schemas.metrics import ServerMetrics, SnapshotMetrics
 from serving import admin, cluster, dashboard, errors, health, history, kv, metrics, openapi, routes, writes
-from serving.context import EXTENSION
+from serving.context import EXTENSION, stamp_snapshot
 from serving.fastpath import RouteBodies
 from serving.metrics import ServedCutCollector
 from serving.snapshot_store import SnapshotReader, SnapshotStore
@@ -43,6 +43,7 @@ def create_app(cfg: Config, *, start_refresher: bool = True) -> Flask:
         lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes))
     errors.register(app)
     app.before_request(metrics.name_endpoint)
+    app.after_request(stamp_snapshot)
     for bp in (routes.bp, cluster.bp, kv.bp, admin.bp, history.bp, health.bp, openapi.bp, metrics.bp, dashboard.bp):
         app.register_blueprint(bp)
     app.wsgi_app = metrics.Instrumented(RouteBodies(app.wsgi_app, snapshots), m)  # type: ignore[method-assign]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from flask import current_app, g, request
+from flask import Response, current_app, g, request
 
 from routeinfo.snapshot import Snapshot
 from schemas.fields import InvalidInput
 from serving.errors import ApiError
+from serving.fastpath import SNAPSHOT_HEADER
 from serving.params import parse_instant, parse_int
 from serving.snapshot_store import SnapshotStore
 
@@ -42,3 +43,13 @@ def snapshot() -> Snapshot:
             raise ApiError(404, "SNAPSHOT_NOT_FOUND", str(exc)) from None
     g.namesrv_snapshot = snap
     return snap
+
+
+def stamp_snapshot(response: Response) -> Response:
+    """after_request: the id of the cut this answer came from (the request's, else the served one)."""
+    snap: Snapshot | None = g.get("namesrv_snapshot")
+    if snap is None:
+        snap = store().current
+    if snap.snapshot_id is not None:
+        response.headers[SNAPSHOT_HEADER] = str(snap.snapshot_id)
+    return response

@@ -17,6 +17,8 @@ from schemas.metrics import FAST_PATH_ENDPOINT
 from serving.snapshot_store import SnapshotStore
 
 ENDPOINT_KEY = "namesrv.endpoint"  # where serving.metrics reads the endpoint name
+# Every answer names the cut it came from, so answers of different replicas can be compared.
+SNAPSHOT_HEADER = "X-Namesrv-Snapshot"
 
 _PREFIX, _SUFFIX = "/topics/", "/route"
 
@@ -31,10 +33,12 @@ class RouteBodies:
         if (environ.get("REQUEST_METHOD") == "GET" and not environ.get("QUERY_STRING")
                 and path.startswith(_PREFIX) and path.endswith(_SUFFIX)):
             topic = path[len(_PREFIX):-len(_SUFFIX)]
-            body = self.snapshots.current.route_bodies.get(topic)
+            snap = self.snapshots.current
+            body = snap.route_bodies.get(topic)
             if body is not None:
                 environ[ENDPOINT_KEY] = FAST_PATH_ENDPOINT
                 start_response("200 OK", [("Content-Type", "application/json"),
-                                          ("Content-Length", str(len(body)))])
+                                          ("Content-Length", str(len(body))),
+                                          (SNAPSHOT_HEADER, str(snap.snapshot_id))])
                 return [body]
         return self.app(environ, start_response)

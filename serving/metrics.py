@@ -33,7 +33,8 @@ bp = Blueprint("metrics", __name__)
 @bp.get("/metrics")
 def metrics() -> Response:
     m: ServerMetrics = current_app.extensions[EXTENSION]
-    body = generate_latest(m.registry) + read_metrics_files(current_app.config["NAMESRV"].data_dir)
+    cfg = current_app.config["NAMESRV"]
+    body = generate_latest(m.registry) + read_metrics_files(cfg.data_dir, cfg.remoting_port)
     return Response(body, content_type=CONTENT_TYPE_LATEST)
 
 

@@ -19,6 +19,7 @@ import pytest
 from remoting import acl, bodies, codes
 from remoting.client import RemotingClient
 from remoting.protocol import JSON, ROCKETMQ, encode_request
+from remoting.replies import SNAPSHOT_EXT
 from tests.harness import REMOTING_AK as AK
 from tests.harness import REMOTING_SK as SK
 from tests.harness import FrontThread, Pipeline
@@ -137,7 +138,9 @@ def test_admin_writes_need_the_acl_signature_and_are_read_your_writes(system, re
     with client(system) as admin:
         assert admin.call(codes.PUT_KV_CONFIG, ext).code == codes.SUCCESS
         got = admin.call(codes.GET_KV_CONFIG, {"namespace": "RemNs", "key": "k1"})
+        stamp = int(got.ext.pop(SNAPSHOT_EXT))  # the cut the answer came from (serving replicas compare it)
         assert (got.code, got.ext) == (codes.SUCCESS, {"value": "v1"})
+        assert stamp <= system.front.store.current.snapshot_id
         table = admin.call(codes.GET_KVLIST_BY_NAMESPACE, {"namespace": "RemNs"})
         assert json.loads(table.body) == {"table": {"k1": "v1"}}
         assert admin.call(codes.PUT_KV_CONFIG, {"key": "k"}).remark == "namespace or key is null"

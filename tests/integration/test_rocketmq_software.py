@@ -137,7 +137,7 @@ def test_mqadmin_commands(system, master, mqadmin):
 
     assert "success" in admin.run("updateKvConfig", "-s", "AdminNs", "-k", "k1", "-v", "v1")
     with RemotingClient(system.remoting_addr) as c:  # mqadmin has no getKvConfig; code 101 as a client asks it
-        assert c.call(codes.GET_KV_CONFIG, {"namespace": "AdminNs", "key": "k1"}).ext == {"value": "v1"}
+        assert c.call(codes.GET_KV_CONFIG, {"namespace": "AdminNs", "key": "k1"}).ext["value"] == "v1"
         assert "success" in admin.run("deleteKvConfig", "-s", "AdminNs", "-k", "k1")
         assert c.call(codes.GET_KV_CONFIG, {"namespace": "AdminNs", "key": "k1"}).code == codes.QUERY_NOT_FOUND
 

@@ -16,10 +16,12 @@ import pytest
 import requests
 
 from eventlog.publisher import EventPublisher
-from ops.net import free_port
+from ops.net import free_port, port_is_free
 from ops.procs import processes
+from ops.rocketmq_software import AdminShell
 from remoting import codes
 from remoting.client import RemotingClient
+from remoting.replies import SNAPSHOT_EXT
 from tests.helpers import DEFAULTS, reg, topics
 
 pytestmark = pytest.mark.integration
@@ -27,8 +29,55 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def children(pid: int) -> dict[str, int]:
-    """The launcher's direct children by role (job, http, remoting, tansu)."""
-    return {p.role: p.pid for p in processes() if p.ppid == pid}
+    """The launcher's direct children by name: job, tansu, and http / remoting for replica 0,
+    http-1 / remoting-1 for replica 1 (a replica is told its ports in its environment)."""
+    base = _environ(pid).get("NAMESRV_HTTP_PORT")
+    out = {}
+    for p in processes():
+        if p.ppid != pid:
+            continue
+        name = p.role
+        if name in ("http", "remoting") and _environ(p.pid).get("NAMESRV_HTTP_PORT") != base:
+            name = f"{name}-1"
+        out[name] = p.pid
+    return out
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_text()
+    except OSError:
+        return {}
+    return dict(kv.split("=", 1) for kv in raw.split("\0") if "=" in kv)
+
+
+def two_free_ports() -> int:
+    """A free port whose successor is free too (replica 1 listens on port + 1)."""
+    for _ in range(50):
+        port = free_port()
+        if port < 65535 and port_is_free(port + 1):
+            return port
+    raise AssertionError("no two consecutive free ports")
+
+
+def replicas_agree(urls: list[str], publish, timeout_s: float = 20.0) -> float:
+    """Publish a change, then poll both replicas: answers stamped with the same snapshot id are the
+    same; returns how long after one replica served the change the other did too."""
+    publish()
+    seen: dict[str, float] = {}
+    answers: dict[tuple[str, str], bytes] = {}
+    deadline = time.monotonic() + timeout_s
+    while len(seen) < len(urls) and time.monotonic() < deadline:
+        for u in urls:
+            r = requests.get(u + "/topics/SupTopic/route", timeout=2)
+            snap = r.headers["X-Namesrv-Snapshot"]
+            if answers.setdefault(("SupTopic", snap), r.content) != r.content:
+                raise AssertionError(f"replicas disagree at snapshot {snap}")
+            if u not in seen and requests.get(u + "/topics/SupRep/route", timeout=2).status_code == 200:
+                seen[u] = time.monotonic()
+        time.sleep(0.02)
+    assert len(seen) == len(urls), f"not every replica served the change: {seen}"
+    return max(seen.values()) - min(seen.values())
 
 
 def wait(probe, timeout: float, what: str):
@@ -80,13 +129,15 @@ def check_logs(logs: Path) -> None:
 
 
 def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path, figures):
-    http_port, kafka_port, remoting_port = free_port(), free_port(), free_port()
+    http_port, kafka_port, remoting_port = two_free_ports(), free_port(), two_free_ports()
     env = {**os.environ, "NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_KAFKA_BOOTSTRAP": "",
            "NAMESRV_KAFKA_EMBEDDED_PORT": str(kafka_port), "NAMESRV_HTTP_PORT": str(http_port),
            "NAMESRV_REMOTING_PORT": str(remoting_port), "NAMESRV_TRIGGER_INTERVAL_MS": "500",
            # logs an operator keeps: JSON lines, rotated at a size small enough to rotate in this test
            "NAMESRV_LOG_FORMAT": "json", "NAMESRV_LOG_MAX_BYTES": str(LOG_MAX), "NAMESRV_LOG_BACKUPS": "100",
-           "NAMESRV_ADMIN_TOKEN": "supervision-secret"}
+           "NAMESRV_ADMIN_TOKEN": "supervision-secret",
+           # two serving replicas over the one warehouse (replica 1: both ports + 1)
+           "NAMESRV_REPLICAS": "2"}
     url = f"http://127.0.0.1:{http_port}"
     # After set-up nothing needs a repository: an unreachable one changes nothing.
     env["NAMESRV_MAVEN_REPOSITORY"] = "http://127.0.0.1:9/maven2"
@@ -112,7 +163,35 @@ def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path, figures):
         # The remoting front is its own process polling the same tables: it serves that cut within
         # a refresh interval or two of the HTTP server (each looks on its own schedule).
         wait(lambda: remoting_route(remoting_port, "SupTopic") == 0, 10, "the remoting front to serve the cut")
+
+        # Replicas: every answer names its cut; the same cut gives the same answer; a change is
+        # served by both within a refresh interval or two of each other; a real RocketMQ client
+        # (mqadmin) configured with both fronts gets the route.
+        urls = [url, f"http://127.0.0.1:{http_port + 1}"]
+        wait(lambda: all(requests.get(u + "/topics/SupTopic/route", timeout=2).status_code == 200 for u in urls), 10,
+             "replica 1 to serve the cut")
+        with EventPublisher(f"127.0.0.1:{kafka_port}", "namesrv-events",
+                            max_message_bytes=DEFAULTS.max_message_bytes) as pub:
+            spread = replicas_agree(urls, lambda: pub.publish([reg("sup-r", 0, "127.0.0.1:36931",
+                                                                   tps=topics("SupRep", "SupTopic"))]))
+        figures(f"2 serving replicas: a change served by the second {spread * 1000:.0f} ms after the first "
+                f"(refresh interval 200 ms); answers with the same snapshot id identical")
+        assert spread < 1.0
+        fronts = [remoting_port, remoting_port + 1]
+        stamps = []
+        for port in fronts:
+            with RemotingClient(f"127.0.0.1:{port}", timeout_s=5) as c:
+                answer = c.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "SupRep"})
+                assert answer.code == codes.SUCCESS
+                stamps.append((int(answer.ext[SNAPSHOT_EXT]), answer.body))
+        if stamps[0][0] == stamps[1][0]:
+            assert stamps[0][1] == stamps[1][1]
+        with AdminShell(";".join(f"127.0.0.1:{port}" for port in fronts)) as mqadmin:
+            for _ in range(3):
+                out = mqadmin.run("topicRoute", "-t", "SupRep")
+                assert '"brokerName":"sup-r"' in out.replace(" ", "").replace("\n", ""), out[-800:]
         kids = children(launcher.pid)
+        assert {"http", "http-1", "remoting", "remoting-1", "job"} <= set(kids)
         os.kill(kids["remoting"], signal.SIGKILL)
         wait(lambda: remoting_route(remoting_port, "SupTopic") == 0, 60, "the remoting front's restart")
         os.kill(kids["job"], signal.SIGKILL)

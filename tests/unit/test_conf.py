@@ -29,3 +29,17 @@ def test_environment_overrides(tmp_path):
 def test_bad_values_name_the_variable(var, value, message):
     with pytest.raises(ConfigError, match=message):
         load_config({var: value})
+
+
+def test_replicas_shift_both_port_ranges_and_overlapping_ranges_are_refused(tmp_path):
+    from ops.launcher import children, port_clash
+    cfg = load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_REPLICAS": "2", "NAMESRV_REMOTING_PORT": "10876"})
+    assert (cfg.replica(1).http_port, cfg.replica(1).remoting_port) == (cfg.http_port + 1, 10877)
+    kids = children(cfg)
+    assert {k.name: k.port[1] for k in kids if k.port and k.name != "kafka"} == {
+        "http": 9877, "remoting": 10876, "http-1": 9878, "remoting-1": 10877}
+    assert port_clash(kids) is None
+    clash = port_clash(children(load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_REPLICAS": "2"})))
+    assert clash is not None and "9877" in clash and "NAMESRV_REMOTING_PORT" in clash
+    with pytest.raises(ConfigError, match="NAMESRV_REPLICAS"):
+        load_config({"NAMESRV_REPLICAS": "0"})
