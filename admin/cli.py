@@ -124,7 +124,7 @@ def broker_status(c: Ctx, broker_name: str, as_of: str | None) -> None:
         raise AdminError(f"no broker group {broker_name!r} is registered"
                          + (f" as of {as_of}" if as_of else ""), 1)
     live = [r for r in c.client.get("/brokers/live", asOf=as_of) if r["brokerName"] == broker_name]
-    hosted = [t for t, _ in _hosted_topics(c, broker_name, as_of)]
+    hosted = _hosted_topics(c, broker_name, data["cluster"], as_of)
     status = {"brokerData": data, "live": live, "topics": hosted}
     now = int(time.time() * 1000)
 
@@ -141,21 +141,15 @@ def broker_status(c: Ctx, broker_name: str, as_of: str | None) -> None:
     c.show(status, text)
 
 
-def _hosted_topics(c: Ctx, broker_name: str, as_of: str | None) -> list[tuple[str, dict[str, Any]]]:
-    """Topics whose route names this broker (one route lookup per topic of the cluster)."""
-    info = c.client.get("/cluster", asOf=as_of)
-    cluster = info["brokerAddrTable"][broker_name]["cluster"]
+def _hosted_topics(c: Ctx, broker_name: str, cluster: str, as_of: str | None) -> list[str]:
+    """Topics whose route names this broker (one route lookup per topic of its cluster)."""
     try:
         names = c.client.get(f"/clusters/{seg(cluster)}/topics", asOf=as_of)["topicList"]
     except AdminError:  # topic lists switched off (enableTopicList=false): no topic list to show
         return []
-    out = []
-    for t in names:
-        route = c.client.get(f"/topics/{seg(t)}/route", asOf=as_of)
-        for q in route.get("queueDatas", []):
-            if q["brokerName"] == broker_name:
-                out.append((t, q))
-    return out
+    return [t for t in names
+            if any(q["brokerName"] == broker_name
+                   for q in c.client.get(f"/topics/{seg(t)}/route", asOf=as_of).get("queueDatas", []))]
 
 
 @cli.command("getKvConfig", help="A KV value, or every key of a namespace when -k is left out.")

@@ -14,12 +14,29 @@ from typing import Any
 FETCH_BYTES = 64 * 1024 * 1024
 
 
-def consumer(bootstrap: str) -> Any:
-    """A consumer without a group (offsets are the streaming checkpoint's business)."""
+def consumer(bootstrap: str, *, bootstrap_timeout_ms: int = 30_000) -> Any:
+    """A consumer without a group (offsets are the streaming checkpoint's business);
+    `bootstrap_timeout_ms` bounds how long creating it waits for an unreachable broker."""
     from kafka import KafkaConsumer
     return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
                          max_partition_fetch_bytes=FETCH_BYTES, fetch_max_bytes=FETCH_BYTES,
-                         request_timeout_ms=10_000, consumer_timeout_ms=1000)
+                         request_timeout_ms=10_000, consumer_timeout_ms=1000,
+                         bootstrap_timeout_ms=bootstrap_timeout_ms)
+
+
+def record_time(consumer: Any, tp: Any, offset: int, *, timeout_s: float = 2.0) -> int | None:
+    """The Kafka timestamp of the record at `offset` (None if it cannot be read in time). A fetch
+    may start at its batch's base offset, so records before `offset` are skipped."""
+    import time
+    consumer.assign([tp])
+    consumer.seek(tp, offset)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for rec in consumer.poll(timeout_ms=200, max_records=1).get(tp, []):
+            if rec.offset == offset:
+                return int(rec.timestamp)
+            consumer.seek(tp, offset)
+    return None
 
 
 def true_end(consumer: Any, tp: Any, reported: int) -> int:

@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from eventlog.consumer import consumer, record_time, true_end
+
 
 @dataclass(frozen=True)
 class PartitionLag:
@@ -47,40 +49,25 @@ class LagProbe:
 
     def _open(self) -> Any:
         if self._consumer is None:
-            from kafka import KafkaConsumer
-            self._consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-                                           request_timeout_ms=max(self.timeout_ms, 1000) + 500,
-                                           bootstrap_timeout_ms=self.timeout_ms, max_poll_records=1,
-                                           consumer_timeout_ms=self.timeout_ms)
+            self._consumer = consumer(self.bootstrap, bootstrap_timeout_ms=self.timeout_ms)
         return self._consumer
 
     def _measure(self, served: dict[str, int]) -> list[PartitionLag]:
         from kafka import TopicPartition
-        consumer = self._open()
-        parts = consumer.partitions_for_topic(self.topic) or set()
-        tps = [TopicPartition(self.topic, p) for p in sorted(parts)]
-        ends = consumer.end_offsets(tps) if tps else {}
+        c = self._open()
+        tps = [TopicPartition(self.topic, p) for p in sorted(c.partitions_for_topic(self.topic) or set())]
+        reported = c.end_offsets(tps) if tps else {}
         out = []
         now_ms = time.time() * 1000
         for tp in tps:
             at = int(served.get(str(tp.partition), 0))
-            behind = max(0, ends[tp] - at)
+            behind = max(0, true_end(c, tp, reported[tp]) - at)  # Tansu reports a batch's base offset
             seconds = 0.0
             if behind:
-                stamp = self._timestamp_at(consumer, tp, at)
+                stamp = record_time(c, tp, at, timeout_s=self.timeout_ms / 1000)
                 seconds = 0.0 if stamp is None else max(0.0, (now_ms - stamp) / 1000)
             out.append(PartitionLag(tp.partition, behind, seconds))
         return out
-
-    def _timestamp_at(self, consumer: Any, tp: Any, offset: int) -> int | None:
-        """The Kafka timestamp of the record at `offset` (None if it cannot be read in time)."""
-        consumer.assign([tp])
-        consumer.seek(tp, offset)
-        polled = consumer.poll(timeout_ms=self.timeout_ms, max_records=1)
-        for records in polled.values():
-            for r in records:
-                return int(r.timestamp)
-        return None
 
     def _drop(self) -> None:
         if self._consumer is not None:

@@ -23,7 +23,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from eventlog.consumer import consumer, true_end
+from eventlog.consumer import consumer, record_time, true_end
 from eventlog.topics import ensure_topic
 from pipelines import admission
 from pipelines.admission import TICK, Backlog
@@ -207,17 +207,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def _record_time(self, partition: int, offset: int) -> int | None:
         from kafka import TopicPartition
-        c = self._client()
-        tp = TopicPartition(self.topic, partition)
-        c.assign([tp])
-        c.seek(tp, offset)
-        deadline = time.monotonic() + 2
-        while time.monotonic() < deadline:
-            for rec in c.poll(timeout_ms=200, max_records=1).get(tp, []):
-                if rec.offset == offset:
-                    return int(rec.timestamp)
-                c.seek(tp, offset)
-        return None
+        return record_time(self._client(), TopicPartition(self.topic, partition), offset)
 
     def _next_deadline(self) -> int | None:
         if not self.progress_dir:

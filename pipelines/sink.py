@@ -188,6 +188,7 @@ class DeltaSink:
             self._write(t.SNAPSHOTS, t.SNAPSHOTS.from_rows([snapshot]), batch_id, predicate=None, mode="append")
             self._latest_snapshot = batch_id
             self._force_snapshot = False
+            self.metrics.snapshots.inc()
             log.info("batch %d: %d record(s), tables %s, %d change(s), %.0f ms", batch_id, consumed,
                      ",".join(sorted(plan.replace)) or "-", len(plan.changes), (time.time() - started) * 1000,
                      extra={"batchId": batch_id, "snapshotId": batch_id})
@@ -217,8 +218,6 @@ class DeltaSink:
                 m.rejections.labels(REJECTION_KINDS[change["kind"]]).inc()
         for dead in plan.dead_letters:
             m.dead_letters.labels(reason_class(dead["reason"])).inc()
-        if plan.changes_state or plan.changes:
-            m.snapshots.inc()
         if self._latest_snapshot is not None:
             m.last_snapshot.set(self._latest_snapshot)
         m.last_batch.set(time.time())
