@@ -179,7 +179,8 @@ def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path, figures):
         assert spread < 1.0
         fronts = [remoting_port, remoting_port + 1]
         stamps = []
-        for port in fronts:
+        for port in fronts:  # each front's own store shows the cut within its refresh
+            wait(lambda: remoting_route(port, "SupRep") == 0, 10, f"front {port} to serve the change")  # noqa: B023
             with RemotingClient(f"127.0.0.1:{port}", timeout_s=5) as c:
                 answer = c.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "SupRep"})
                 assert answer.code == codes.SUCCESS
