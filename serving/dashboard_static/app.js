@@ -82,21 +82,30 @@ function cutLine(body) {
     : `snapshot ${body.snapshotId}, committed ${shown(body.commitTime)}`;
 }
 
-async function renderClusters() {
+// Renders overlap (a keystroke, a click and a new instant each start one), so every render reads
+// the state it needs before its first await and paints only if no newer render has started since:
+// an older render finishing last must neither paint stale rows nor ask for a route at an instant
+// other than the one it checked the topic against.
+let latest = 0;
+const stale = (gen) => gen !== latest;
+
+async function renderClusters(gen) {
+  const asOf = state.asOf;
   const body = await api("/dashboard/api/groups", { q: $("#group-filter").value, offset: state.groupOffset,
-                                                    limit: PAGE, asOf: state.asOf });
+                                                    limit: PAGE, asOf });
+  if (stale(gen)) return;
   cutLine(body);
-  const now = state.asOf ?? Date.now();
+  const now = asOf ?? Date.now();
   const rows = body.groups.map((g) => {
     const beats = g.members.map((m) => m.lastUpdateTimestamp).filter((t) => t !== null);
     const newest = beats.length ? Math.max(...beats) : null;
     const timeout = Math.max(...g.members.map((m) => m.heartbeatTimeoutMillis || 0));
-    const stale = newest === null || now - newest > timeout;
+    const old = newest === null || now - newest > timeout;
     return el("tr", {},
       el("td", {}, g.cluster),
       el("td", {}, g.brokerName + (g.zoneName ? ` (zone ${g.zoneName})` : "")),
       el("td", {}, g.members.map((m) => `${m.brokerId} → ${m.addr}`).join(", ")),
-      el("td", { class: stale ? "stale" : "fresh" }, ago(newest, now)));
+      el("td", { class: old ? "stale" : "fresh" }, ago(newest, now)));
   });
   $("#groups tbody").replaceChildren(...rows);
   const last = Math.min(body.total, state.groupOffset + PAGE);
@@ -107,24 +116,28 @@ async function renderClusters() {
   if (window.__firstPaintMs === undefined) window.__firstPaintMs = performance.now();
 }
 
-async function renderTopics() {
-  const body = await api("/dashboard/api/topics", { q: $("#topic-search").value, limit: 200, asOf: state.asOf });
+async function renderTopics(gen) {
+  const { asOf, topic } = state;
+  const body = await api("/dashboard/api/topics", { q: $("#topic-search").value, limit: 200, asOf });
+  if (stale(gen)) return;
   cutLine(body);
   $("#topic-count").textContent = `${body.total.toLocaleString("en")} topic(s)` + (body.total > 200 ? ", first 200" : "");
   $("#topic-list").replaceChildren(...body.topics.map((t) => el("li", {
-    class: t === state.topic ? "selected" : "", onclick: () => { state.topic = t; renderTopics().catch(showError); },
+    class: t === topic ? "selected" : "", onclick: () => { state.topic = t; render(); },
   }, t)));
   const panel = $("#route");
-  if (!state.topic) return;
-  const present = body.topics.includes(state.topic)
-    || (await api("/dashboard/api/topics", { exact: state.topic, asOf: state.asOf })).total === 1;
+  if (!topic) return;
+  const present = body.topics.includes(topic)
+    || (await api("/dashboard/api/topics", { exact: topic, asOf })).total === 1;
+  if (stale(gen)) return;
   if (!present) {
-    panel.replaceChildren(el("h2", {}, state.topic), el("p", { class: "muted" }, "no route at this instant"));
+    panel.replaceChildren(el("h2", {}, topic), el("p", { class: "muted" }, "no route at this instant"));
     return;
   }
-  const route = await api(`/topics/${encodeURIComponent(state.topic)}/route`, { asOf: state.asOf });
+  const route = await api(`/topics/${encodeURIComponent(topic)}/route`, { asOf });
+  if (stale(gen)) return;
   panel.replaceChildren(
-    el("h2", {}, state.topic),
+    el("h2", {}, topic),
     el("table", { id: "queue-datas" },
       el("thead", {}, el("tr", {}, ...["broker", "read queues", "write queues", "perm", "sys flag"].map((h) => el("th", {}, h)))),
       el("tbody", {}, ...route.queueDatas.map((q) => el("tr", {}, el("td", {}, q.brokerName), el("td", {}, q.readQueueNums),
@@ -136,29 +149,32 @@ async function renderTopics() {
         el("tr", {}, el("td", {}, b.cluster), el("td", {}, b.brokerName), el("td", {}, id), el("td", {}, addr)))))));
 }
 
-async function renderChanges() {
+async function renderChanges(gen) {
   const form = new FormData($("#change-filters"));
   const until = fromInput(form.get("until")) ?? state.asOf;
+  const offset = state.changeOffset;
   const since = fromInput(form.get("since")) ?? (until ?? Date.now()) - 3600 * 1000;
   const body = await api("/history/changes", { kind: form.get("kind"), brokerName: form.get("brokerName"),
                                                topic: form.get("topic"), since, until, limit: PAGE,
-                                               offset: state.changeOffset });
+                                               offset });
+  if (stale(gen)) return;
   const items = body.changes.map((c) => el("li", {},
     el("span", { class: "muted" }, `${shown(c.time)} · snapshot ${c.snapshotId} · `),
     el("span", { class: "kind" }, c.kind),
     [c.clusterName, c.brokerName, c.brokerAddr, c.topic, c.namespace && `${c.namespace}/${c.key}`]
       .filter(Boolean).join(" · ")));
-  if (state.changeOffset === 0) $("#timeline").replaceChildren(...items); else $("#timeline").append(...items);
+  if (offset === 0) $("#timeline").replaceChildren(...items); else $("#timeline").append(...items);
   $("#change-count").textContent = `${body.total.toLocaleString("en")} change(s) from ${shown(since)}`
     + (until ? ` to ${shown(until)}` : "");
   $("#change-more").hidden = !body.next;
 }
 
-async function renderDiff() {
+async function renderDiff(gen) {
   const form = new FormData($("#diff-form"));
   const from = fromInput(form.get("from")), to = fromInput(form.get("to"));
   if (from === null || to === null) { $("#diff").replaceChildren(el("p", { class: "muted" }, "Pick two instants.")); return; }
   const d = await api("/history/diff", { from, to });
+  if (stale(gen)) return;
   const parts = [el("p", {}, `snapshot ${d.from.snapshotId} (${shown(d.from.commitTime)}) → snapshot ${d.to.snapshotId} (${shown(d.to.commitTime)})`)];
   for (const section of ["topics", "brokers", "clusters", "kv", "config"]) {
     for (const what of ["added", "removed", "changed"]) {
@@ -178,7 +194,8 @@ function render() {
   for (const v of Object.keys(RENDER)) $(`#view-${v}`).hidden = v !== state.view;
   document.querySelectorAll("nav a").forEach((a) => a.classList.toggle("active", a.dataset.view === state.view));
   showError(null);
-  return RENDER[state.view]().catch(showError);
+  const gen = ++latest;
+  return RENDER[state.view](gen).catch((err) => { if (!stale(gen)) showError(err); });
 }
 
 function debounce(fn, ms) {
