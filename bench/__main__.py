@@ -113,32 +113,45 @@ class Report:
 
 def system_benchmarks(rep: Report, quick: bool) -> None:
     groups = 1000
-    with System() as s:
+    with System(via_run_sh=True) as s:
+        assert s.ready_s is not None
+        rep.raw["ready_s"] = s.ready_s
+        rep.target("`./run.sh` → ready (set-up done: virtualenv and jars present)", "≤ 15 s",
+                   f"{s.ready_s:.1f} s to /readyz 200 (Kafka, job's first batch, a cut served)", s.ready_s <= 15)
         fleet = probes.Fleet(s, groups, period_s=30.0)
         s.wait_consumed()
         fleet.start()
         time.sleep(5)
+        disk0, cuts0 = s.disk_bytes(), sum(s.metric("namesrv_job_snapshots_committed_total"))
         # Idle first: the probes below leave brokers that expire later, which is work, not idling.
         idle = probes.idle_cost(s, 60 if quick else 180)  # spans a 60 s broker_live flush window
         rep.raw["idle"] = idle
-        rep.target("idle cost, 1,000 quiet brokers (30 s heartbeats), default trigger", "≤ 20 % of one core",
+        rep.target("idle cost, 1,000 quiet brokers (30 s heartbeats), default trigger", "≤ 5 % of one core",
                    f"{idle['core_pct']:.1f} % of one core over {idle['seconds']} s (driver + JVM + Python workers)",
-                   idle["core_pct"] <= 20)
+                   idle["core_pct"] <= 5)
         f = probes.freshness(s, 20 if quick else 60)
         rep.raw["freshness"] = f
-        rep.target("freshness, REGISTER_BROKER → route served, 1,000 groups heartbeating", "p50 ≤ 1.5 s, p99 ≤ 3 s",
+        rep.target("freshness, REGISTER_BROKER → route served, 1,000 groups heartbeating", "p50 ≤ 0.5 s, p99 ≤ 1 s",
                    f"p50 {f['p50_s']:.2f} s, p99 {f['p99_s']:.2f} s (n={f['n']}, max {f['max_s']:.2f} s)",
-                   f["p50_s"] <= 1.5 and f["p99_s"] <= 3.0)
+                   f["p50_s"] <= 0.5 and f["p99_s"] <= 1.0)
         e = probes.expiry(s, 10 if quick else 30)
         rep.raw["expiry"] = e
         rep.target("expiry overshoot, removal served − (last heartbeat + timeout)", "≤ 2 s",
                    f"p50 {e['p50_s']:.2f} s, max {e['max_s']:.2f} s (n={e['n']}, timeout {e['timeout_ms']} ms)",
                    e["max_s"] <= 2.0)
+        cuts = sum(s.metric("namesrv_job_snapshots_committed_total")) - cuts0
+        rep.raw["delta_bytes_per_cut"] = (s.disk_bytes() - disk0) / max(1, cuts)
+        rep.raw["delta_cuts"] = cuts
+        r = probes.restart(s, 1 if quick else 2)
+        rep.raw["restart"] = r
+        rep.target("job SIGKILLed → a new registration served (1,000 groups heartbeating)", "≤ 8 s",
+                   f"p50 {r['p50_s']:.1f} s, max {r['max_s']:.1f} s (n={r['n']}; launcher restart, JVM and "
+                   "SparkSession, state restore, first batch, one refresh)", r["max_s"] <= 8)
         fleet.stop()
         s.wait_consumed()
 
         # Ingestion ramp: the highest heartbeat rate whose backlog stays flat.
-        rates = [1000, 3000, 5000] if quick else [1000, 2000, 3000, 4000, 5000, 6000, 8000]
+        rates = [1000, 3000, 5000] if quick else [1000, 2000, 3000, 4000, 5000, 6000, 8000, 10_000, 12_000]
         steps = []
         for rate in rates:
             r = probes.ingestion_step(s, groups, rate, 30 if quick else 45)
@@ -148,8 +161,8 @@ def system_benchmarks(rep: Report, quick: bool) -> None:
                 break
         rep.raw["ingestion"] = steps
         best = max((r["achieved"] for r in steps if r["sustained"]), default=0)
-        rep.target("sustained heartbeat ingestion, flat consumer lag", "≥ 3,000 events/s",
-                   f"{best:,} events/s sustained (highest step that kept lag flat)", best >= 3000)
+        rep.target("sustained heartbeat ingestion, flat consumer lag", "≥ 10,000 events/s",
+                   f"{best:,} events/s sustained (highest step that kept lag flat)", best >= 10_000)
         rep.section("Ingestion ramp", [
             "Heartbeats from the 1,000 registered groups at each offered rate; lag = records published but not "
             "yet consumed by a committed batch, sampled every second. Heartbeats may wait up to "

@@ -39,9 +39,12 @@ def cpu_seconds(pids: list[int]) -> float:
 
 
 class System:
-    """Context manager; `env` overrides NAMESRV_* settings for this run."""
+    """Context manager; `env` overrides NAMESRV_* settings for this run. `via_run_sh` starts it as
+    a user does (`./run.sh`, its set-up checks included) instead of the launcher module."""
 
-    def __init__(self, **env: str) -> None:
+    def __init__(self, *, via_run_sh: bool = False, **env: str) -> None:
+        self.argv = ["./run.sh"] if via_run_sh else [sys.executable, "-m", "ops.launcher"]
+        self.ready_s: float | None = None  # start → /readyz 200
         self.data = Path(tempfile.mkdtemp(prefix="namesrv-bench-"))
         self.env = {**os.environ, "NAMESRV_DATA_DIR": str(self.data), "NAMESRV_KAFKA_BOOTSTRAP": "",
                     "NAMESRV_KAFKA_EMBEDDED_PORT": str(free_port()), "NAMESRV_HTTP_PORT": str(free_port()),
@@ -55,9 +58,10 @@ class System:
 
     def __enter__(self) -> System:
         log = open(self.data / "launcher.log", "wb")
-        self.launcher = subprocess.Popen([sys.executable, "-m", "ops.launcher"], cwd=ROOT, env=self.env,
+        started = time.monotonic()
+        self.launcher = subprocess.Popen(self.argv, cwd=ROOT, env=self.env,
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 180
+        deadline = started + 180
         while True:  # ready: a cut is served and the job has committed a batch since it started
             try:
                 if self.http.get(self.url + "/readyz", timeout=2).status_code == 200:
@@ -66,7 +70,8 @@ class System:
                 pass
             if time.monotonic() > deadline or self.launcher.poll() is not None:
                 raise RuntimeError(f"the system did not become ready; see {self.data / 'launcher.log'}")
-            time.sleep(0.3)
+            time.sleep(0.1)
+        self.ready_s = time.monotonic() - started
         self.pub = EventPublisher(self.cfg.bootstrap, self.cfg.kafka_topic,
                                   max_message_bytes=self.cfg.max_message_bytes)
         return self
@@ -97,13 +102,20 @@ class System:
         progress = read_progress(self.cfg.warehouse) or {}
         return sum(progress.get("sourceOffsets", {}).values())
 
-    def served_lag_s(self) -> float:
-        """Age of the oldest event not yet served (max over partitions), from our own /metrics."""
+    def metric(self, name: str) -> list[float]:
+        """The values of one sample name in our own /metrics (all label sets)."""
         from prometheus_client.parser import text_string_to_metric_families
         text = self.http.get(self.url + "/metrics", timeout=30).text
-        ages = [s.value for f in text_string_to_metric_families(text) for s in f.samples
-                if s.name == "namesrv_consumer_lag_seconds"]
-        return max(ages, default=0.0)
+        return [s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name]
+
+    def served_lag_s(self) -> float:
+        """Age of the oldest event not yet served (max over partitions)."""
+        return max(self.metric("namesrv_consumer_lag_seconds"), default=0.0)
+
+    def disk_bytes(self, what: str = "warehouse") -> int:
+        """Bytes on disk under the warehouse (Delta tables) or the checkpoint (Spark's state)."""
+        root = self.cfg.warehouse if what == "warehouse" else self.cfg.checkpoint_dir
+        return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
 
     def lag(self) -> int:
         return self.sent - self.consumed()
@@ -117,16 +129,19 @@ class System:
         return time.monotonic() - started
 
     # -- instruments
-    def _root(self) -> int:
+    def launcher_pid(self) -> int:
         assert self.launcher is not None, "measure inside `with System(...)`"
         return self.launcher.pid
 
     def job_pids(self) -> list[int]:
-        return [p.pid for p in tree(self._root()) if p.role in JOB_ROLES]
+        return [p.pid for p in tree(self.launcher_pid()) if p.role in JOB_ROLES]
+
+    def pids(self, role: str) -> list[int]:
+        return [p.pid for p in tree(self.launcher_pid()) if p.role == role]
 
     def rss_mib(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        for p in tree(self._root()):
+        for p in tree(self.launcher_pid()):
             out[p.role] = out.get(p.role, 0.0) + p.rss_kib / 1024
         return out
 

@@ -77,13 +77,14 @@ class Child:
         stream.close()
 
     def supervise(self) -> None:
-        """Restart the child if it exited: exponential backoff (1 s doubling to 30 s), reset
-        once it had stayed up for a minute."""
+        """Restart the child if it exited: at once after a stable run (it had stayed up for a
+        minute: a crash, not a crash loop; every second counts, the job is down), then with
+        exponential backoff (1 s doubling to 30 s) while it keeps dying."""
         code = self.proc.poll() if self.proc else None
         if self.proc is not None and code is not None:
-            delay = min(30.0, 2.0 ** min(self.restarts, 5))
+            delay = min(30.0, 2.0 ** min(self.restarts - 1, 5)) if self.restarts else 0.0
             if time.monotonic() - self.started_at > 60:
-                self.restarts, delay = 0, 1.0
+                self.restarts, delay = 0, 0.0
             log.warning("%s exited with code %s; restarting in %.0f s (see %s)", self.name, code, delay,
                         self.log_path)
             self.reap()

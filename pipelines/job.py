@@ -19,7 +19,7 @@ from conf.logs import setup_logging
 from conf.version import argument_parser
 from eventlog.consumer import FETCH_BYTES
 from eventlog.topics import ensure_topic
-from pipelines import kafka_source
+from pipelines import class_archive, kafka_source
 from pipelines.faults import KillAtRandom
 from pipelines.sink import DeltaSink
 from pipelines.step import STATE_SCHEMA, StepConfig, make_step
@@ -31,9 +31,13 @@ QUERY_NAME = "namesrv-routes"
 EXECUTOR_PACKAGES = ("conf", "schemas", "routeinfo", "eventlog", "pipelines")
 
 
-def build_spark(cfg: Config, app_name: str = "namesrv"):
+def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: str | None = None):
     """A SparkSession for the job. Python workers must run this interpreter: a worker started
-    with another Python (the system one) lacks the pinned packages and fails at import."""
+    with another Python (the system one) lacks the pinned packages and fails at import.
+
+    The driver JVM maps the class archive `./run.sh` made at set-up (pipelines/class_archive.py)
+    when there is one for this Java and these jars: Spark's start is mostly class loading.
+    `driver_java_options` replaces that (the archive's own making passes its dump option)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, and no hostname warning
@@ -47,6 +51,7 @@ def build_spark(cfg: Config, app_name: str = "namesrv"):
     # -Xss: on stop, Spark matches a regex over the interrupted Python source's traceback, which
     # overflows the default 1 MiB thread stack and prints a thousand-line StackOverflowError.
     java_opts = f"-Dlog4j2.configurationFile={log4j.as_uri()} -Xss32m"
+    driver_opts = f"{java_opts} {class_archive.java_options() if driver_java_options is None else driver_java_options}"
     # Delta for Spark and Spark's Kafka connector, resolved once by ./run.sh (conf/jvm.py).
     spark = (SparkSession.builder.master(cfg.spark_master).appName(app_name)
              .config(map=dict[str, Any](jvm.delta_spark_conf()))
@@ -59,7 +64,7 @@ def build_spark(cfg: Config, app_name: str = "namesrv"):
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.extraJavaOptions", java_opts)
+             .config("spark.driver.extraJavaOptions", driver_opts.strip())
              .config("spark.executor.extraJavaOptions", java_opts)
              .config("spark.sql.streaming.stateStore.providerClass", STATE_STORES[cfg.state_store])
              .config("spark.python.worker.reuse", "true")
@@ -104,8 +109,10 @@ def _quiet_accumulator_server() -> None:
     acc.AccumulatorTCPServer.handle_error = handle_error  # type: ignore[method-assign]
 
 
-def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None):
-    """Start the route query on `spark`; tables are created first so readers always find them."""
+def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None, events=None):
+    """Start the route query on `spark`; tables are created first so readers always find them.
+    `events`: a stream with read_events' columns instead of the Kafka topic (the class archive's
+    warm-up runs the query over files)."""
     from pyspark.sql.functions import col
     from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -120,7 +127,7 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None)
     # another batch. Spark's connector has no admission, so it needs them for timeouts to fire.
     # The query takes the session's settings when it starts, so this is per query.
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", str(cfg.kafka_source == "connector").lower())
-    out = (read_events(spark, cfg).groupBy(col("key"))
+    out = ((read_events(spark, cfg) if events is None else events).groupBy(col("key"))
            .applyInPandasWithState(step, OUTPUT_SCHEMA, STATE_SCHEMA, "append",
                                    GroupStateTimeout.ProcessingTimeTimeout))
     return (out.writeStream.queryName(query_name)
@@ -179,8 +186,10 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    log.info("streaming job running: Kafka %s topic %s -> %s (trigger %d ms, default broker timeout %d ms)",
-             cfg.bootstrap, cfg.kafka_topic, cfg.warehouse, cfg.trigger_interval_ms, cfg.broker_timeout_ms)
+    log.info("streaming job running: Kafka %s topic %s -> %s (trigger %d ms, default broker timeout %d ms; %s)",
+             cfg.bootstrap, cfg.kafka_topic, cfg.warehouse, cfg.trigger_interval_ms, cfg.broker_timeout_ms,
+             "driver JVM started from its class archive" if class_archive.java_options()
+             else "no class archive for this Java and these jars: './run.sh setup' makes it")
     try:
         query.awaitTermination()
     except Exception as exc:  # the query died: report it in one line, exit non-zero for the supervisor

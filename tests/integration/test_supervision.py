@@ -151,6 +151,9 @@ def test_launcher_restarts_what_dies_and_stops_cleanly(tmp_path, figures):
         wait(lambda: requests.get(url + "/readyz", timeout=2).status_code == 200, 120, "readiness")
         ready = time.monotonic()
         wait(lambda: "ready in" in launcher_log(tmp_path), 5, "the launcher's 'ready' line")
+        # set-up made the driver's class archive; the job's JVM maps it (half the start time)
+        assert "driver JVM started from its class archive" in "".join(
+            f.read_text() for f in (tmp_path / "logs").glob("job.log*"))
         with EventPublisher(f"127.0.0.1:{kafka_port}", "namesrv-events",
                             max_message_bytes=DEFAULTS.max_message_bytes) as pub:
             pub.publish([reg("sup-a", 0, "127.0.0.1:36911", tps=topics("SupTopic", "SupBase"))])
