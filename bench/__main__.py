@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench import load, probes, pure
+from bench import load, probes, pure, units
 from bench.system import System, cpu_seconds, machine
 from conf import load_config
 from conf.version import argument_parser
@@ -28,8 +30,9 @@ from remoting.client import RemotingClient
 ROOT = Path(__file__).resolve().parent.parent
 
 
-PARTS = ("system", "serving", "offline", "memory", "sources", "writers", "remoting", "versus")
+PARTS = ("system", "serving", "offline", "memory", "scale", "cluster", "sources", "writers", "remoting", "versus")
 LAST_RUN = ROOT / "bench" / "last-run.json"
+SCALING = ROOT / "docs" / "scaling.md"
 
 
 class Report:
@@ -108,6 +111,9 @@ class Report:
             out.append(f"| {metric} | {target} | {measured} | {({True: 'yes', False: '**no**', None: '-'})[reached]} |")
         for title, lines in self.sections:
             out += ["", f"## {title}", ""] + lines
+        out += ["", "## Per-unit costs", "", "What one heartbeat, topic, group, cut or lookup costs, from the figures "
+                "above; docs/scaling.md builds on them (its figures block is rewritten by each run).", "",
+                *units.table(self.raw), "", *units.arithmetic(self.raw)]
         return "\n".join(out) + "\n"
 
 
@@ -194,7 +200,12 @@ def serving_benchmarks(rep: Report, quick: bool) -> None:
                    f"100,000 topics served {time.monotonic() - t0:.1f} s after publishing (chunked)", True)
         del served
         sample = [f"Topic-{i}" for i in range(0, topics, max(1, topics // 5000))]
+        http_pids = s.pids("http")
+        c0, w0 = cpu_seconds(http_pids), time.monotonic()
         ours = load.wrk(s.url, load.route_script(sample), connections=64, threads=2, seconds=seconds)
+        http_core = (cpu_seconds(http_pids) - c0) / (time.monotonic() - w0)
+        rep.raw["http_lookups_per_core_s"] = ours["rps"] / max(http_core, 1e-6)
+        rep.raw["http_server_cores_saturated"] = http_core
         rep.raw["wrk_routes"] = {k: v for k, v in ours.items() if k != "raw"}
         paced = load.wrk(s.url, load.route_script(sample, delay_ms=7), connections=64, threads=2, seconds=seconds)
         rep.raw["wrk_routes_8k"] = {k: v for k, v in paced.items() if k != "raw"}
@@ -251,8 +262,10 @@ def offline_benchmarks(rep: Report, quick: bool) -> None:
     if quick:
         sweep = [(10, 10), (1000, 10), (10000, 10), (100, 1000), (10, 100_000)]
     rows = []
+    rep.raw["sweep"] = []
     for groups, topics in sweep:
         c = pure.step_costs(groups, topics, sample=200 if topics <= 1000 else 3)
+        rep.raw["sweep"].append({"groups": groups, "topics": topics, **c})
         rows.append(f"| {groups:,} | {topics:,} | {c['register_ms_per_group']:.2f} | {c['heartbeat_ms_per_group']:.3f} | "
                     f"{c['heartbeat_round_s']:.3f} | {c['state_bytes']:,} |")
     rep.section("Scale sweep: the state step per group (pure function, no Spark)", [
@@ -271,10 +284,15 @@ def memory_benchmark(rep: Report, quick: bool) -> None:
     for store in ("hdfs", "rocksdb"):
         with System(NAMESRV_STATE_STORE=store) as s:
             t0 = time.monotonic()
+            job_pids = s.job_pids()
+            cpu0 = cpu_seconds(job_pids)
             probes.register_fleet(s, groups, topics)
             s.wait_consumed(timeout_s=900)
             probes.wait_topic(s, f"BenchTopic-{groups - 1}-{topics - 1}", 300)
             applied_s = time.monotonic() - t0
+            register_cpu_s = cpu_seconds(job_pids) - cpu0
+            state_bytes = s.disk_bytes("checkpoint")
+            warehouse_bytes = s.disk_bytes()
             fleet = probes.Fleet(s, groups, period_s=30.0, register=False).start()
             pids = s.job_pids()
             c0, w0 = cpu_seconds(pids), time.monotonic()
@@ -286,14 +304,18 @@ def memory_benchmark(rep: Report, quick: bool) -> None:
                     peak = now
             cpu_pct = 100 * (cpu_seconds(pids) - c0) / (time.monotonic() - w0)
             fleet.stop()
-        results[store] = {"rss_mib": peak, "applied_s": applied_s, "heartbeat_cpu_pct": cpu_pct}
+        results[store] = {"rss_mib": peak, "applied_s": applied_s, "heartbeat_cpu_pct": cpu_pct,
+                          "register_cpu_ms_per_topic": 1000 * register_cpu_s / (groups * topics),
+                          "checkpoint_bytes_per_group": state_bytes / groups,
+                          "warehouse_bytes_per_queue_row": warehouse_bytes / (groups * topics)}
         print(f"    {store}: {results[store]}", flush=True)
     rep.raw["memory"] = {"groups": groups, "topics": topics, **results}
     default = load_config({}).state_store
     peak = results[default]["rss_mib"]
     total = sum(peak.values())
     detail = ", ".join(f"{k} {v:.0f}" for k, v in sorted(peak.items(), key=lambda kv: -kv[1]) if v >= 1)
-    rep.target(f"memory, {groups:,} groups × {topics} topics{' (quick: fewer groups)' if quick else ''}",
+    rep.target(f"memory, {groups:,} groups × {topics} topics{' (quick: fewer groups)' if quick else ''}, all "
+               "processes (job, Spark's JVM and Python workers, HTTP, remoting front, Kafka)",
                "≤ 2 GiB RSS over all processes", f"{total / 1024:.2f} GiB peak ({detail} MiB; state store {default}); "
                f"registered and served in {results[default]['applied_s']:.0f} s", total <= 2048)
     rep.section("State store providers", [
@@ -302,6 +324,115 @@ def memory_benchmark(rep: Report, quick: bool) -> None:
         f"| {name}{' (default)' if name == default else ''} | {r['applied_s']:.0f} s | "
         f"{sum(r['rss_mib'].values()) / 1024:.2f} GiB (job JVM {r['rss_mib'].get('job-jvm', 0):.0f} MiB) | "
         f"{r['heartbeat_cpu_pct']:.1f} % of a core |" for name, r in results.items()])
+
+
+def scale_benchmark(rep: Report, quick: bool) -> None:
+    """The largest fleet of the targets: 100,000 broker groups × 10 topics registered, then
+    heartbeating every 30 s (3,333 heartbeats/s, each of another group). Bounded: registration
+    gets 20 minutes, the heartbeat window is fixed; what was not served in time is reported."""
+    groups, topics = (20_000, 10) if quick else (100_000, 10)
+    window = 60 if quick else 150
+    with System() as s:
+        pids = s.job_pids()
+        cpu0, t0 = cpu_seconds(pids), time.monotonic()
+        probes.register_fleet(s, groups, topics)
+        published_s = time.monotonic() - t0
+        try:
+            s.wait_consumed(timeout_s=1200)
+            probes.wait_topic(s, f"BenchTopic-{groups - 1}-{topics - 1}", 300)
+            registered_s: float | None = time.monotonic() - t0
+        except TimeoutError as exc:
+            registered_s = None
+            print(f"    registration not served in time: {exc}", flush=True)
+        register_cpu = cpu_seconds(pids) - cpu0
+        result: dict[str, Any] = {"groups": groups, "topics": topics, "published_s": published_s,
+                                  "registered_s": registered_s, "register_cpu_s": register_cpu}
+        if registered_s is not None:
+            fleet = probes.Fleet(s, groups, period_s=30.0, register=False).start()
+            sent0, cpu1, w1 = s.sent, cpu_seconds(pids), time.monotonic()
+            lags: list[int] = []
+            peak: dict[str, float] = {}
+            while time.monotonic() - w1 < window:
+                time.sleep(5)
+                lags.append(s.lag())
+                now = s.rss_mib()
+                if sum(now.values()) > sum(peak.values()):
+                    peak = now
+            offered = (s.sent - sent0) / (time.monotonic() - w1)
+            cpu_pct = 100 * (cpu_seconds(pids) - cpu1) / (time.monotonic() - w1)
+            served_lag = s.served_lag_s()
+            fleet.stop()
+            third = max(1, len(lags) // 3)
+            middle, last = lags[third:2 * third] or [0], lags[2 * third:] or [0]
+            flat = max(last) - max(middle) <= max(0.5 * max(middle), 2 * offered)
+            result.update(offered_per_s=offered, lags=lags, flat=flat, heartbeat_cpu_pct=cpu_pct,
+                          served_lag_s=served_lag, rss_mib=peak)
+    rep.raw["scale"] = result
+    if registered_s is None:
+        rep.target(f"{groups:,} broker groups × {topics} topics registered, heartbeating every 30 s",
+                   "served, lag flat", f"not served within 20 min of publishing ({register_cpu:.0f} s of job CPU "
+                   "spent)", False)
+        return
+    rss = sum(result["rss_mib"].values()) / 1024
+    rep.target(f"{groups:,} broker groups × {topics} topics registered, heartbeating every 30 s", "served, lag flat",
+               f"registered and served in {registered_s:.0f} s; then {result['offered_per_s']:,.0f} heartbeats/s for "
+               f"{window} s: lag {'flat' if result['flat'] else 'growing'} (sampled every 5 s: "
+               f"{', '.join(f'{x:,}' for x in result['lags'][::max(1, len(result['lags']) // 6)])}; served cut "
+               f"{result['served_lag_s']:.0f} s behind at the end), job {result['heartbeat_cpu_pct']:.0f} % of a core, "
+               f"RSS {rss:.2f} GiB", bool(result["flat"]))
+
+
+def cluster_benchmark(rep: Report, quick: bool) -> None:
+    """The job on Spark's standalone cluster with 1 and with 2 workers (1 core, 1 GiB each), the
+    same fleet and ramp as the system part: what distributing the stateful stage buys or costs
+    on this machine (2 cores shared by the driver, the workers' executors, Kafka and the load)."""
+    from ops.procs import tree
+    from ops.standalone import start_cluster
+    groups = 1000
+    rates = [1000, 3000] if quick else [1000, 2000, 3000, 4000, 6000]
+    results: dict[int, dict[str, Any]] = {}
+    for workers in (1, 2):
+        scratch = Path(tempfile.mkdtemp(prefix="namesrv-bench-cluster-"))
+        cluster = start_cluster(scratch, workers=workers, cores=1, memory="1g")
+        try:
+            with System(NAMESRV_SPARK_MASTER=cluster.master_url, PYSPARK_PYTHON=sys.executable) as s:
+                fleet = probes.Fleet(s, groups, period_s=30.0)
+                s.wait_consumed(timeout_s=300)
+                fleet.start()
+                time.sleep(5)
+                roots = [s.launcher_pid(), *(c.pid for c in cluster.procs)]
+                pids = [p.pid for root in roots for p in tree(root)]  # Spark reuses its Python workers
+                c0, w0 = cpu_seconds(pids), time.monotonic()
+                time.sleep(60 if quick else 120)
+                idle = 100 * (cpu_seconds(pids) - c0) / (time.monotonic() - w0)
+                fresh = probes.freshness(s, 10 if quick else 20)
+                fleet.stop()
+                s.wait_consumed(timeout_s=300)
+                steps = []
+                for rate in rates:
+                    r = probes.ingestion_step(s, groups, rate, 30 if quick else 40)
+                    steps.append(r)
+                    print(f"    {workers} worker(s), ramp {rate}/s: {r}", flush=True)
+                    if not r["sustained"]:
+                        break
+        finally:
+            cluster.stop()
+            shutil.rmtree(scratch, ignore_errors=True)
+        best = max((r["achieved"] for r in steps if r["sustained"]), default=0)
+        results[workers] = {"idle_pct": idle, "freshness": fresh, "ingestion": steps, "best": best}
+    rep.raw["cluster"] = {str(k): v for k, v in results.items()}
+    local = rep.raw.get("idle", {}).get("core_pct")
+    rep.section("Standalone cluster: 1 and 2 workers", [
+        f"The job with NAMESRV_SPARK_MASTER pointing at a standalone cluster on this machine (master + workers of 1 "
+        f"core and 1 GiB each); {groups:,} groups heartbeating every 30 s, then the ingestion ramp. Idle CPU here "
+        "counts every process (driver, executors, their Python workers, the cluster's daemons, Tansu, server) "
+        + (f"— the local[2] job alone idles at {local:.1f} %. " if local is not None else ". ")
+        + "Two workers on two cores measure what distribution costs, not what it gains: the gain needs cores "
+        "the driver and Kafka do not share (docs/scaling.md).", "",
+        "| workers | idle CPU, % of one core (all processes) | freshness p50 / p99 | highest flat ingestion |",
+        "|---|---|---|---|"] + [
+        f"| {w} | {r['idle_pct']:.1f} | {r['freshness']['p50_s']:.2f} s / {r['freshness']['p99_s']:.2f} s | "
+        f"{r['best']:,}/s |" for w, r in results.items()])
 
 
 def sources_benchmark(rep: Report, quick: bool) -> None:
@@ -419,7 +550,12 @@ def remoting_benchmark(rep: Report, quick: bool) -> None:
         ours_addr = f"127.0.0.1:{s.cfg.remoting_port}"
         conns = register_all(ours_addr)
         front = next(p for p in processes() if p.role == "remoting" and p.ppid == s.launcher.pid)  # type: ignore[union-attr]
+        c0 = cpu_seconds([front.pid])
         ours = load(ours_addr)
+        front_cpu = cpu_seconds([front.pid]) - c0
+        # the load runs through warm-up and measurement at about the measured rate; the client's
+        # own start (a JVM) is in the wall time but costs the front nothing
+        rep.raw["remoting_lookups_per_core_s"] = ours["rps"] * (seconds + warmup) / max(front_cpu, 1e-6)
         ours["rss_mib"] = rss_mib(front.pid)
         ours_paced = load(ours_addr, PACE_US)
         for c in conns:
@@ -567,7 +703,8 @@ def main(argv: list[str] | None = None) -> int:
         rep.load_previous()
     parts: dict[str, Callable[[Report, bool], None]] = {
         "system": system_benchmarks, "serving": serving_benchmarks, "offline": offline_benchmarks,
-        "memory": memory_benchmark, "sources": sources_benchmark, "writers": writers_benchmark,
+        "memory": memory_benchmark, "scale": scale_benchmark, "cluster": cluster_benchmark,
+        "sources": sources_benchmark, "writers": writers_benchmark,
         "remoting": remoting_benchmark,
         "versus": partial(versus_benchmark, sizes=tuple(int(x) for x in args.versus_sizes.split(",") if x))}
     chosen = [name for name in parts if not args.only or name in args.only]
@@ -581,6 +718,10 @@ def main(argv: list[str] | None = None) -> int:
     args.output.write_text(rep.markdown(args_list if not args.only else ["--quick"] * args.quick))
     rep.save()
     print(f"\nwrote {args.output}", flush=True)
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rep.started))
+    if not units.update_doc(SCALING, rep.raw, f"run of {when}{', --quick' if rep.quick else ''}"):
+        raise SystemExit(f"bench: {SCALING} lacks the {units.BEGIN} … {units.END} block")
+    print(f"wrote the figures of {SCALING.relative_to(ROOT)}", flush=True)
     return 0
 
 

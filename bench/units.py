@@ -1,0 +1,145 @@
+"""Per-unit costs derived from one bench run's raw figures, and the scaling arithmetic built on
+them: one definition, written both into BENCHMARKS.md and into docs/scaling.md's generated
+block, so the scaling model never quotes a number the bench did not measure."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+BEGIN, END = "<!-- bench:per-unit -->", "<!-- /bench:per-unit -->"
+FLEET, PERIOD_S, TOPICS, LOOKUPS = 100_000, 30, 10, 1_000_000
+
+
+def _best_step(raw: dict[str, Any]) -> dict[str, Any] | None:
+    steps = [r for r in raw.get("ingestion", []) if r.get("sustained") and r.get("cpu_ms_per_event")]
+    return max(steps, key=lambda r: r["achieved"]) if steps else None
+
+
+def figures(raw: dict[str, Any]) -> dict[str, float]:
+    """The unit costs this run measured (absent parts leave their keys out)."""
+    out: dict[str, float] = {}
+    idle = raw.get("idle")
+    if idle:  # 1,000 brokers × one heartbeat per 30 s, each its own group call
+        out["cpu_ms_per_quiet_heartbeat"] = idle["core_pct"] * 10 / (1000 / PERIOD_S)
+    best = _best_step(raw)
+    if best:
+        out["cpu_ms_per_busy_heartbeat"] = best["cpu_ms_per_event"]
+        out["busy_heartbeats_per_s"] = best["achieved"]
+    memory = raw.get("memory", {})
+    default = memory.get("hdfs")
+    if default and "register_cpu_ms_per_topic" in default:
+        out["cpu_ms_per_registered_topic"] = default["register_cpu_ms_per_topic"]
+        out["checkpoint_bytes_per_group_100_topics"] = default["checkpoint_bytes_per_group"]
+        out["warehouse_bytes_per_queue_row"] = default["warehouse_bytes_per_queue_row"]
+    sweep = {(r["groups"], r["topics"]): r for r in raw.get("sweep", [])}
+    for topics in (10, 1000):
+        row = next((r for (g, t), r in sorted(sweep.items(), reverse=True) if t == topics), None)
+        if row:
+            out[f"state_bytes_per_group_{topics}_topics"] = row["state_bytes"]
+    if "delta_bytes_per_cut" in raw:
+        out["delta_bytes_per_cut"] = raw["delta_bytes_per_cut"]
+    if "http_lookups_per_core_s" in raw:
+        out["http_lookups_per_core_s"] = raw["http_lookups_per_core_s"]
+    if "remoting_lookups_per_core_s" in raw:
+        out["remoting_lookups_per_core_s"] = raw["remoting_lookups_per_core_s"]
+    scale = raw.get("scale", {})
+    if scale.get("heartbeat_cpu_pct") is not None and scale.get("offered_per_s"):
+        out["cpu_ms_per_heartbeat_100k"] = scale["heartbeat_cpu_pct"] * 10 / scale["offered_per_s"]
+    if scale.get("registered_s"):
+        out["registrations_per_s_100k"] = scale["groups"] / scale["registered_s"]
+    return out
+
+
+ROWS = (  # key, what, unit, how measured
+    ("cpu_ms_per_quiet_heartbeat", "CPU per heartbeat, quiet fleet (one heartbeat per group per batch)", "ms",
+     "system part: idle cost of 1,000 brokers heartbeating every 30 s ÷ 33.3 heartbeats/s"),
+    ("cpu_ms_per_heartbeat_100k", "CPU per heartbeat, 100,000 groups (one per group per batch)", "ms",
+     "scale part: job CPU while 100,000 groups heartbeat ÷ heartbeats/s offered"),
+    ("cpu_ms_per_busy_heartbeat", "CPU per heartbeat, busy groups (many per group per batch)", "ms",
+     "system part: job CPU over the highest flat ingestion step ÷ heartbeats in it"),
+    ("cpu_ms_per_registered_topic", "CPU per registered topic", "ms",
+     "memory part: job CPU to register and serve 10,000 groups × 100 topics ÷ 1,000,000"),
+    ("state_bytes_per_group_10_topics", "state per group, 10 topics (encoded, as Spark stores it)", "bytes",
+     "offline part: the step's encoded state"),
+    ("state_bytes_per_group_1000_topics", "state per group, 1,000 topics", "bytes", "offline part"),
+    ("checkpoint_bytes_per_group_100_topics", "checkpoint on disk per group, 100 topics", "bytes",
+     "memory part: checkpoint directory ÷ groups, after registration"),
+    ("warehouse_bytes_per_queue_row", "Delta warehouse per queue row (all tables and their logs)", "bytes",
+     "memory part: warehouse ÷ (groups × topics)"),
+    ("delta_bytes_per_cut", "Delta bytes per cut (quiet fleet plus probes)", "bytes",
+     "system part: warehouse growth ÷ cuts committed over the idle, freshness and expiry windows"),
+    ("http_lookups_per_core_s", "route lookups per core-second, HTTP", "lookups",
+     "serving part: wrk's saturated rate ÷ the server's CPU"),
+    ("remoting_lookups_per_core_s", "route lookups per core-second, remoting (code 105)", "lookups",
+     "remoting part: the Java load's rate ÷ the front's CPU"),
+    ("registrations_per_s_100k", "registrations per second, 100,000 groups × 10 topics", "/s",
+     "scale part: groups ÷ time from the first publish to the last route served"),
+)
+
+
+def _fmt(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.2f}" if value >= 1 else f"{value:.3f}"
+
+
+def table(raw: dict[str, Any]) -> list[str]:
+    f = figures(raw)
+    lines = ["| unit | measured | how |", "|---|---|---|"]
+    for key, what, unit, how in ROWS:
+        if key in f:
+            lines.append(f"| {what} | {_fmt(f[key])} {unit} | {how} |")
+    return lines
+
+
+def arithmetic(raw: dict[str, Any]) -> list[str]:
+    """The sizing of a 100,000-broker fleet and of a million lookups per second from the units."""
+    f = figures(raw)
+    out: list[str] = []
+    rate = FLEET / PERIOD_S
+    per_hb = f.get("cpu_ms_per_heartbeat_100k", f.get("cpu_ms_per_quiet_heartbeat"))
+    if per_hb is not None:
+        cores = rate * per_hb / 1000
+        out.append(f"- **Heartbeats.** {FLEET:,} brokers every {PERIOD_S} s = {rate:,.0f} heartbeats/s, each of "
+                   f"another group within a batch, at {per_hb:.2f} ms of CPU each = **{cores:.1f} cores** for the "
+                   "stateful stage (Spark tasks; one per shuffle partition, spread over executors).")
+    if "cpu_ms_per_registered_topic" in f:
+        total = FLEET * TOPICS * f["cpu_ms_per_registered_topic"] / 1000
+        out.append(f"- **Registration storm** (every broker re-registers {TOPICS} topics at once, as after a "
+                   f"NameServer restart): {FLEET * TOPICS:,} topics × {f['cpu_ms_per_registered_topic']:.3f} ms = "
+                   f"{total:,.0f} core-seconds: {total / 60:.1f} minutes on one core, ~{total / 60 / 16:.1f} "
+                   "minutes on 16.")
+    state_key = "state_bytes_per_group_10_topics"
+    if state_key in f:
+        out.append(f"- **State.** {FLEET:,} groups × {f[state_key]:,.0f} bytes = "
+                   f"{FLEET * f[state_key] / 2**20:,.0f} MiB of encoded state (the HDFS-backed store keeps it in "
+                   "executor memory, about twice that as JVM objects; RocksDB keeps it on disk).")
+    if "warehouse_bytes_per_queue_row" in f:
+        out.append(f"- **Warehouse.** {FLEET * TOPICS:,} queue rows × {f['warehouse_bytes_per_queue_row']:.0f} "
+                   f"bytes = {FLEET * TOPICS * f['warehouse_bytes_per_queue_row'] / 2**30:.2f} GiB before "
+                   "maintenance compacts it.")
+    http = f.get("http_lookups_per_core_s")
+    remoting = f.get("remoting_lookups_per_core_s")
+    if http or remoting:
+        parts = []
+        if http:
+            parts.append(f"HTTP {http:,.0f}/core-s → **{LOOKUPS / http:,.0f} cores**")
+        if remoting:
+            parts.append(f"remoting {remoting:,.0f}/core-s → **{LOOKUPS / remoting:,.0f} cores**")
+        out.append(f"- **A million lookups per second.** {'; '.join(parts)} of serving replicas (each replica "
+                   "reads the same Delta log; they scale out with no coordination).")
+    return out
+
+
+def update_doc(doc: Path, raw: dict[str, Any], generated: str) -> bool:
+    """Replace docs/scaling.md's generated block; False when the markers are missing."""
+    text = doc.read_text()
+    block = "\n".join([BEGIN, f"_Generated by `./run.sh bench` ({generated}); do not edit by hand._", "",
+                       *table(raw), "", *arithmetic(raw), END])
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
+    if not pattern.search(text):
+        return False
+    doc.write_text(pattern.sub(lambda _: block, text))
+    return True
