@@ -369,7 +369,8 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     with session() as spark:
         changelog = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
-        print(f"{changelog} = {spark.conf.get(changelog)}\n")
+        value = spark.conf.get(changelog, "unset: RocksDB's default")
+        print(f"{changelog} = {value}\n")
         measure(spark, 200, 3)  # warm-up: class loading and JIT, so the first API is not penalised
         for groups in GROUP_SIZES:
             results.extend(measure(spark, groups, batches))

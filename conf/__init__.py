@@ -74,7 +74,11 @@ class Config:
         "NAMESRV_TRIGGER_INTERVAL_MS", 500,
         "how often the source is asked for new records; a batch runs only when admitted (see Architecture)",
         positive=True)
-    heartbeat_defer_ms: int = setting("NAMESRV_HEARTBEAT_DEFER_MS", 10000,
+    # 30 s, one of RocketMQ's heartbeat periods: a quiet fleet then costs one batch per period, each
+    # group called once in it (10 s cost 18 % of a core for 1,000 brokers, 30 s 11 %; BENCHMARKS.md).
+    # Liveness is served once per NAMESRV_LIVE_FLUSH_MS anyway, and expiry does not wait for it:
+    # a due group timeout admits a batch, which reads every waiting heartbeat first.
+    heartbeat_defer_ms: int = setting("NAMESRV_HEARTBEAT_DEFER_MS", 30000,
                                       "heartbeats alone wait up to this long for a batch (0 = a batch every trigger)")
     broker_timeout_ms: int = setting("NAMESRV_BROKER_TIMEOUT_MS", 120000,
                                      "default `heartbeatTimeoutMillis` of a broker that sends none", positive=True)
