@@ -78,6 +78,11 @@ class Config:
     # group called once in it (10 s cost 18 % of a core for 1,000 brokers, 30 s 11 %; BENCHMARKS.md).
     # Liveness is served once per NAMESRV_LIVE_FLUSH_MS anyway, and expiry does not wait for it:
     # a due group timeout admits a batch, which reads every waiting heartbeat first.
+    job_standby: bool = setting(
+        "NAMESRV_JOB_STANDBY", False,
+        "`./run.sh` also starts a standby job: its SparkSession is up, it waits for the job lock in the data "
+        "directory and runs the query the moment the active job dies (restart in seconds; costs a second idle "
+        "driver: one host only, the lock is a local flock)")
     heartbeat_defer_ms: int = setting("NAMESRV_HEARTBEAT_DEFER_MS", 30000,
                                       "heartbeats alone wait up to this long for a batch (0 = a batch every trigger)")
     broker_timeout_ms: int = setting("NAMESRV_BROKER_TIMEOUT_MS", 120000,

@@ -132,6 +132,9 @@ def children(cfg: Config) -> list[Child]:
                          banner=f"embedded Tansu on {cfg.bootstrap}, topic {cfg.kafka_topic} (memory storage)"))
     out.append(Child("job", [sys.executable, "-m", "pipelines.job"], rotating_log(cfg, "job"), 60,
                      banner=f"Spark {cfg.spark_master}, warehouse {cfg.warehouse}"))
+    if cfg.job_standby:  # the two take turns: whichever holds the job lock runs the query
+        out.append(Child("job-standby", [sys.executable, "-m", "pipelines.job"], rotating_log(cfg, "job-standby"), 60,
+                         banner="a second job, its session up, waiting for the job lock"))
     for i in range(cfg.replicas):
         rcfg, suffix = cfg.replica(i), "" if i == 0 else f"-{i}"
         ports = {"NAMESRV_HTTP_PORT": str(rcfg.http_port), "NAMESRV_REMOTING_PORT": str(rcfg.remoting_port)}

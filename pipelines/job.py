@@ -19,7 +19,7 @@ from conf.logs import setup_logging
 from conf.version import argument_parser
 from eventlog.consumer import FETCH_BYTES
 from eventlog.topics import ensure_topic
-from pipelines import class_archive, kafka_source
+from pipelines import class_archive, job_lock, kafka_source
 from pipelines.faults import KillAtRandom
 from pipelines.sink import DeltaSink
 from pipelines.step import STATE_SCHEMA, StepConfig, make_step
@@ -137,6 +137,19 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None,
             .start())
 
 
+def warm_python_workers(spark: Any, cfg: Config) -> None:
+    """A tiny grouped pandas job over as many partitions as the query's stateful stage, which
+    starts (or keeps alive) the Python workers the query will use, with pandas, pyarrow and the
+    step's modules imported in them."""
+    from pyspark.sql.functions import col
+    step = make_step(StepConfig.from_config(cfg))
+
+    def echo(pdf, _carried=step):  # the step rides along: unpickling it imports its modules
+        return pdf
+    (spark.range(cfg.shuffle_partitions * 2, numPartitions=cfg.shuffle_partitions)
+     .groupBy(col("id")).applyInPandas(echo, "id long").collect())
+
+
 def read_events(spark: Any, cfg: Config) -> Any:
     """The events topic as a stream of (partition, offset, timestamp ms, key, value) rows, from
     our source (`python`) or Spark's Kafka connector (`connector`), with the same columns."""
@@ -175,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     except jvm.JarsMissing as exc:
         log.error("%s", exc)
         return 2
+    lock = job_lock.acquire(cfg.data_dir, lambda pid: log.info(
+        "standby: job %s holds %s; this job runs the query the moment that one ends", pid or "?",
+        cfg.data_dir / job_lock.LOCK_FILE), keep_warm=lambda: warm_python_workers(spark, cfg))
     query = start_query(spark, cfg, fault=KillAtRandom(cfg.test_kill_probability) if cfg.test_kill_probability else None)
     stopping = threading.Event()
 
@@ -198,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     finally:
         spark.stop()
+        lock.close()
     log.info("streaming job stopped")
     return 0
 
