@@ -156,15 +156,9 @@ def system_benchmarks(rep: Report, quick: bool) -> None:
 
         # Ingestion ramp: the highest heartbeat rate whose backlog stays flat.
         rates = [1000, 3000, 5000] if quick else [1000, 2000, 3000, 4000, 5000, 6000, 8000, 10_000, 12_000]
-        steps = []
-        for rate in rates:
-            r = probes.ingestion_step(s, groups, rate, 30 if quick else 45)
-            steps.append(r)
-            print(f"    ramp {rate}/s: {r}", flush=True)
-            if not r["sustained"]:
-                break
+        steps = probes.ramp(s, groups, rates, 30 if quick else 45)
         rep.raw["ingestion"] = steps
-        best = max((r["achieved"] for r in steps if r["sustained"]), default=0)
+        best = probes.best_rate(steps)
         rep.target("sustained heartbeat ingestion, flat consumer lag", "≥ 10,000 events/s",
                    f"{best:,} events/s sustained (highest step that kept lag flat)", best >= 10_000)
         rep.section("Ingestion ramp", [
@@ -403,7 +397,7 @@ def cluster_benchmark(rep: Report, quick: bool) -> None:
     from ops.procs import tree
     from ops.standalone import start_cluster
     groups = 1000
-    rates = [1000, 3000] if quick else [1000, 2000, 3000, 4000, 6000]
+    rates = [1000, 3000] if quick else [1000, 2000, 3000, 4000]
     results: dict[int, dict[str, Any]] = {}
     for workers in (1, 2):
         scratch = Path(tempfile.mkdtemp(prefix="namesrv-bench-cluster-"))
@@ -417,22 +411,16 @@ def cluster_benchmark(rep: Report, quick: bool) -> None:
                 roots = [s.launcher_pid(), *(c.pid for c in cluster.procs)]
                 pids = [p.pid for root in roots for p in tree(root)]  # Spark reuses its Python workers
                 c0, w0 = cpu_seconds(pids), time.monotonic()
-                time.sleep(60 if quick else 120)
+                time.sleep(60 if quick else 90)
                 idle = 100 * (cpu_seconds(pids) - c0) / (time.monotonic() - w0)
-                fresh = probes.freshness(s, 10 if quick else 20)
+                fresh = probes.freshness(s, 10 if quick else 15)
                 fleet.stop()
                 s.wait_consumed(timeout_s=300)
-                steps = []
-                for rate in rates:
-                    r = probes.ingestion_step(s, groups, rate, 30 if quick else 40)
-                    steps.append(r)
-                    print(f"    {workers} worker(s), ramp {rate}/s: {r}", flush=True)
-                    if not r["sustained"]:
-                        break
+                steps = probes.ramp(s, groups, rates, 30 if quick else 40, f"{workers} worker(s), ")
         finally:
             cluster.stop()
             shutil.rmtree(scratch, ignore_errors=True)
-        best = max((r["achieved"] for r in steps if r["sustained"]), default=0)
+        best = probes.best_rate(steps)
         results[workers] = {"idle_pct": idle, "freshness": fresh, "ingestion": steps, "best": best}
     rep.raw["cluster"] = {str(k): v for k, v in results.items()}
     local = rep.raw.get("idle", {}).get("core_pct")
@@ -488,14 +476,9 @@ def sources_benchmark(rep: Report, quick: bool) -> None:
                 fresh = probes.freshness(s, 20 if quick else 30)
                 fleet.stop()
                 s.wait_consumed()
-                steps = []
-                for rate in ([1000, 3000, 5000] if quick else [1000, 3000, 5000, 8000, 10000]):
-                    r = probes.ingestion_step(s, groups, rate, 30 if quick else 40)
-                    steps.append(r)
-                    print(f"    ramp {rate}/s: {r}", flush=True)
-                    if not r["sustained"]:
-                        break
-                best = max((r["achieved"] for r in steps if r["sustained"]), default=0)
+                steps = probes.ramp(s, groups, [1000, 3000, 5000] if quick else [1000, 3000, 5000, 8000, 10000],
+                                    30 if quick else 40)
+                best = probes.best_rate(steps)
             results[source] = {"idle": idle, "freshness": fresh, "ingestion": steps, "best": best}
     rep.raw["sources"] = results
     py, co = results["python"], results["connector"]

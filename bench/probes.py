@@ -167,6 +167,23 @@ def ingestion_step(sys_: System, groups: int, rate: int, seconds: float) -> dict
             "late_lag": max(last), "drain_s": drain, "sustained": sustained, "cpu_ms_per_event": cpu_ms}
 
 
+def ramp(sys_: System, groups: int, rates: list[int], seconds: float, label: str = "") -> list[dict[str, Any]]:
+    """Ingestion steps at rising rates until one is not sustained."""
+    steps = []
+    for rate in rates:
+        r = ingestion_step(sys_, groups, rate, seconds)
+        steps.append(r)
+        print(f"    {label}ramp {rate}/s: {r}", flush=True)
+        if not r["sustained"]:
+            break
+    return steps
+
+
+def best_rate(steps: list[dict[str, Any]]) -> int:
+    """The highest rate a ramp sustained (0: none)."""
+    return max((r["achieved"] for r in steps if r["sustained"]), default=0)
+
+
 def wait_topic(sys_: System, topic: str, timeout_s: float = 300) -> float:
     t0 = time.monotonic()
     while sys_.route_status(topic) != 200:
