@@ -6,6 +6,8 @@ offsets that differ from the start. `decide` says when that should be:
 
 - a record other than a heartbeat waits (registrations and writes are served at the next
   trigger);
+- a full batch waits (`waiting_records` ≥ `full_batch`, the source's maxRecordsPerBatch): heartbeats
+  have all the company a batch can take, so waiting longer only grows the backlog;
 - the oldest waiting heartbeat has waited `defer_ms` (heartbeats keep a broker alive, they
   change nothing visible, so they may wait for company);
 - the earliest group timeout the sink reported (`nextDeadline`) is due: an expiry or a
@@ -39,9 +41,12 @@ class Backlog:
 
 
 def decide(now_ms: float, *, defer_ms: int, last_run_ms: float, pending: bool,
-           backlog: Callable[[], Backlog], next_deadline: Callable[[], int | None]) -> bool:
+           backlog: Callable[[], Backlog], next_deadline: Callable[[], int | None],
+           waiting_records: int = 0, full_batch: int | None = None) -> bool:
     """True when this trigger should run a batch (see the module docstring for the rules)."""
     if defer_ms <= 0 or now_ms - last_run_ms >= defer_ms:
+        return True
+    if full_batch is not None and waiting_records >= full_batch:
         return True
     if pending:
         waiting = backlog()

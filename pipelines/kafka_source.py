@@ -170,8 +170,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         that runs carries its log clock (`offset_log.LOG_CLOCK`)."""
         now = time.time() * 1000
         pending = admission.pending_ranges(start, out)
+        waiting = sum(max(0, end - int(start.get(str(p), 0))) for p, end in ends.items())  # all of it, not capped
         run = admission.decide(now, defer_ms=self.defer_ms, last_run_ms=self._last_run, pending=bool(pending),
-                               backlog=lambda: self._scan_pending(pending), next_deadline=self._next_deadline)
+                               backlog=lambda: self._scan_pending(pending), next_deadline=self._next_deadline,
+                               waiting_records=waiting, full_batch=self.max_records)
         if run:
             self._last_run = now
             self._scan.clear()

@@ -39,6 +39,14 @@ def test_heartbeats_wait_up_to_defer_ms():
     assert run(backlog=old)
 
 
+def test_a_full_batch_of_heartbeats_runs_without_waiting_longer():
+    young = lambda: Backlog(urgent=False, oldest_heartbeat_ms=NOW - 1)  # noqa: E731
+    assert decide(NOW, defer_ms=DEFER, last_run_ms=NOW - 1, pending=True, backlog=never_asked,
+                  next_deadline=lambda: None, waiting_records=5000, full_batch=5000)
+    assert not decide(NOW, defer_ms=DEFER, last_run_ms=NOW - 1, pending=True, backlog=young,
+                      next_deadline=lambda: None, waiting_records=4999, full_batch=5000)
+
+
 @pytest.mark.parametrize("deadline, expected", [(NOW, True), (NOW - 5, True), (NOW + 1, False), (None, False)])
 def test_a_due_group_timeout_runs_a_batch_without_records(deadline, expected):
     assert run(pending=False, deadline=deadline) is expected
