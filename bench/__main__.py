@@ -112,6 +112,9 @@ class Report:
             out.append(f"| {metric} | {target} | {measured} | {({True: 'yes', False: '**no**', None: '-'})[reached]} |")
         for title, lines in self.sections:
             out += ["", f"## {title}", ""] + lines
+        bounds = units.floors(self.raw)
+        if bounds:
+            out += ["", "## What bounds the targets not reached", "", *bounds]
         out += ["", "## Per-unit costs", "", "What one heartbeat, topic, group, cut or lookup costs, from the figures "
                 "above; docs/scaling.md builds on them (its figures block is rewritten by each run).", "",
                 *units.table(self.raw), "", *units.arithmetic(self.raw)]
@@ -713,7 +716,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="run only these parts (repeatable); their rows replace those of the last run in BENCHMARKS.md")
     ap.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")
     ap.add_argument("--versus-sizes", default="", help="fleet sizes of the versus part, e.g. 1000,10000")
+    ap.add_argument("--render", action="store_true",
+                    help="run nothing: write BENCHMARKS.md and docs/scaling.md again from the last run's figures")
     args = ap.parse_args(args_list)
+    if args.render:
+        rep = Report(args.quick)
+        rep.load_previous()
+        args.output.write_text(rep.markdown(["--quick"] * args.quick))
+        units.update_doc(SCALING, rep.raw, f"run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(rep.started))}")
+        print(f"wrote {args.output} and the figures of {SCALING.relative_to(ROOT)}", flush=True)
+        return 0
     for tool, package in (("wrk", "wrk"), ("etcd", "etcd-server"), ("etcdctl", "etcd-client")):
         load.require(tool, package)
     rep = Report(args.quick)
