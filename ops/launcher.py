@@ -55,6 +55,9 @@ class Child:
     started_at: float = field(default=0.0)
 
     json_lines: bool = False
+    # Delay of a restart after a stable run: 0, except for a job with a standby beside it, which
+    # takes over at once; starting the replacement's JVM then would take the cores it needs.
+    calm_restart_s: float = 0.0
 
     @property
     def log_path(self) -> Path:
@@ -78,13 +81,14 @@ class Child:
 
     def supervise(self) -> None:
         """Restart the child if it exited: at once after a stable run (it had stayed up for a
-        minute: a crash, not a crash loop; every second counts, the job is down), then with
-        exponential backoff (1 s doubling to 30 s) while it keeps dying."""
+        minute: a crash, not a crash loop; every second counts, the job is down) — or after
+        `calm_restart_s` when a standby took over — then with exponential backoff (1 s doubling
+        to 30 s) while it keeps dying."""
         code = self.proc.poll() if self.proc else None
         if self.proc is not None and code is not None:
-            delay = min(30.0, 2.0 ** min(self.restarts - 1, 5)) if self.restarts else 0.0
+            delay = min(30.0, 2.0 ** min(self.restarts - 1, 5)) if self.restarts else self.calm_restart_s
             if time.monotonic() - self.started_at > 60:
-                self.restarts, delay = 0, 0.0
+                self.restarts, delay = 0, self.calm_restart_s
             log.warning("%s exited with code %s; restarting in %.0f s (see %s)", self.name, code, delay,
                         self.log_path)
             self.reap()
@@ -135,6 +139,8 @@ def children(cfg: Config) -> list[Child]:
     if cfg.job_standby:  # the two take turns: whichever holds the job lock runs the query
         out.append(Child("job-standby", [sys.executable, "-m", "pipelines.job"], rotating_log(cfg, "job-standby"), 60,
                          banner="a second job, its session up, waiting for the job lock"))
+        for kid in out[-2:]:
+            kid.calm_restart_s = 15.0
     for i in range(cfg.replicas):
         rcfg, suffix = cfg.replica(i), "" if i == 0 else f"-{i}"
         ports = {"NAMESRV_HTTP_PORT": str(rcfg.http_port), "NAMESRV_REMOTING_PORT": str(rcfg.remoting_port)}
