@@ -300,25 +300,23 @@ def memory_benchmark(rep: Report, quick: bool) -> None:
     for store in ("hdfs", "rocksdb"):
         with System(NAMESRV_STATE_STORE=store) as s:
             t0 = time.monotonic()
-            job_pids = s.job_pids()
-            cpu0 = cpu_seconds(job_pids)
+            cpu0 = s.job_cpu()
             probes.register_fleet(s, groups, topics)
             s.wait_consumed(timeout_s=900)
             probes.wait_topic(s, f"BenchTopic-{groups - 1}-{topics - 1}", 300)
             applied_s = time.monotonic() - t0
-            register_cpu_s = cpu_seconds(job_pids) - cpu0
+            register_cpu_s = s.job_cpu() - cpu0
             state_bytes = s.disk_bytes("checkpoint")
             warehouse_bytes = s.disk_bytes()
             fleet = probes.Fleet(s, groups, period_s=30.0, register=False).start()
-            pids = s.job_pids()
-            c0, w0 = cpu_seconds(pids), time.monotonic()
+            c0, w0 = s.job_cpu(), time.monotonic()
             peak: dict[str, float] = {}
             for _ in range(6 if quick else 12):
                 time.sleep(5)
                 now = s.rss_mib()
                 if sum(now.values()) > sum(peak.values()):
                     peak = now
-            cpu_pct = 100 * (cpu_seconds(pids) - c0) / (time.monotonic() - w0)
+            cpu_pct = 100 * (s.job_cpu() - c0) / (time.monotonic() - w0)
             fleet.stop()
         results[store] = {"rss_mib": peak, "applied_s": applied_s, "heartbeat_cpu_pct": cpu_pct,
                           "register_cpu_ms_per_topic": 1000 * register_cpu_s / (groups * topics),
@@ -349,8 +347,7 @@ def scale_benchmark(rep: Report, quick: bool) -> None:
     groups, topics = (20_000, 10) if quick else (100_000, 10)
     window = 60 if quick else 150
     with System() as s:
-        pids = s.job_pids()
-        cpu0, t0 = cpu_seconds(pids), time.monotonic()
+        cpu0, t0 = s.job_cpu(), time.monotonic()
         probes.register_fleet(s, groups, topics)
         published_s = time.monotonic() - t0
         try:
@@ -360,12 +357,12 @@ def scale_benchmark(rep: Report, quick: bool) -> None:
         except TimeoutError as exc:
             registered_s = None
             print(f"    registration not served in time: {exc}", flush=True)
-        register_cpu = cpu_seconds(pids) - cpu0
+        register_cpu = s.job_cpu() - cpu0
         result: dict[str, Any] = {"groups": groups, "topics": topics, "published_s": published_s,
                                   "registered_s": registered_s, "register_cpu_s": register_cpu}
         if registered_s is not None:
             fleet = probes.Fleet(s, groups, period_s=30.0, register=False).start()
-            sent0, cpu1, w1 = s.sent, cpu_seconds(pids), time.monotonic()
+            sent0, cpu1, w1 = s.sent, s.job_cpu(), time.monotonic()
             lags: list[int] = []
             peak: dict[str, float] = {}
             while time.monotonic() - w1 < window:
@@ -375,7 +372,7 @@ def scale_benchmark(rep: Report, quick: bool) -> None:
                 if sum(now.values()) > sum(peak.values()):
                     peak = now
             offered = (s.sent - sent0) / (time.monotonic() - w1)
-            cpu_pct = 100 * (cpu_seconds(pids) - cpu1) / (time.monotonic() - w1)
+            cpu_pct = 100 * (s.job_cpu() - cpu1) / (time.monotonic() - w1)
             served_lag = s.served_lag_s()
             fleet.stop()
             third = max(1, len(lags) // 3)
@@ -417,10 +414,12 @@ def cluster_benchmark(rep: Report, quick: bool) -> None:
                 fleet.start()
                 time.sleep(5)
                 roots = [s.launcher_pid(), *(c.pid for c in cluster.procs)]
-                pids = [p.pid for root in roots for p in tree(root)]  # Spark reuses its Python workers
-                c0, w0 = cpu_seconds(pids), time.monotonic()
+
+                def everything(roots: list[int] = roots) -> float:
+                    return cpu_seconds([p.pid for root in roots for p in tree(root)])
+                c0, w0 = everything(), time.monotonic()
                 time.sleep(60 if quick else 90)
-                idle = 100 * (cpu_seconds(pids) - c0) / (time.monotonic() - w0)
+                idle = 100 * (everything() - c0) / (time.monotonic() - w0)
                 fresh = probes.freshness(s, 10 if quick else 15)
                 fleet.stop()
                 s.wait_consumed(timeout_s=300)

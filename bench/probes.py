@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from bench.system import System, cpu_seconds
+from bench.system import System
 from ops.procs import tree
 from pipelines import job_lock
 from schemas import events as ev
@@ -119,10 +119,9 @@ def expiry(sys_: System, brokers: int, timeout_ms: int = 5000) -> dict[str, Any]
 
 def idle_cost(sys_: System, seconds: float) -> dict[str, Any]:
     """CPU of the job's processes (driver, JVM, Python workers) per wall second, as % of one core."""
-    pids = sys_.job_pids()
-    c0, t0 = cpu_seconds(pids), time.monotonic()
+    c0, t0 = sys_.job_cpu(), time.monotonic()
     time.sleep(seconds)
-    c1, t1 = cpu_seconds(pids), time.monotonic()
+    c1, t1 = sys_.job_cpu(), time.monotonic()
     return {"core_pct": 100 * (c1 - c0) / (t1 - t0), "seconds": round(t1 - t0, 1)}
 
 
@@ -139,8 +138,7 @@ def ingestion_step(sys_: System, groups: int, rate: int, seconds: float) -> dict
     start = time.monotonic()
     next_tick, next_sample = start, start + 1
     sent0 = sys_.sent
-    pids = sys_.job_pids()
-    cpu0 = cpu_seconds(pids)
+    cpu0 = sys_.job_cpu()
     while time.monotonic() - start < seconds:
         now = time.monotonic()
         if now >= next_tick:
@@ -158,7 +156,7 @@ def ingestion_step(sys_: System, groups: int, rate: int, seconds: float) -> dict
         drain = None
     # CPU of the job until the step's input is consumed: what those heartbeats cost (an
     # unconsumed tail would make it look cheaper, so only a drained step counts).
-    cpu_ms = 1000 * (cpu_seconds(pids) - cpu0) / max(1, sys_.sent - sent0) if drain is not None else None
+    cpu_ms = 1000 * (sys_.job_cpu() - cpu0) / max(1, sys_.sent - sent0) if drain is not None else None
     third = max(1, len(lags) // 3)
     middle, last = lags[third:2 * third] or [0], lags[2 * third:] or [0]
     sustained = (drain is not None and max(last) - max(middle) <= max(0.5 * max(middle), 2 * rate)

@@ -27,14 +27,16 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pids: list[int]) -> float:
-    """utime + stime of live processes (Spark reuses its Python workers, so none come and go)."""
+    """CPU of these processes and of their children that ended (utime + stime + cutime +
+    cstime). List the processes anew for each reading (`System.job_cpu`): a Python worker that
+    Spark ended is then still counted, in the CPU its parent collected."""
     total = 0
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += int(fields[11]) + int(fields[12])
+        total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
     return total / _TICKS
 
 
@@ -135,6 +137,10 @@ class System:
 
     def job_pids(self) -> list[int]:
         return [p.pid for p in tree(self.launcher_pid()) if p.role in JOB_ROLES]
+
+    def job_cpu(self) -> float:
+        """CPU seconds the job's processes (driver, JVM, Python workers, live or ended) used."""
+        return cpu_seconds(self.job_pids())
 
     def pids(self, role: str) -> list[int]:
         return [p.pid for p in tree(self.launcher_pid()) if p.role == role]
