@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,10 @@ class Config:
         positive=True, maximum=MAX_MESSAGE_BYTES_CEILING)
     spark_master: str = setting("NAMESRV_SPARK_MASTER", "local[2]",
                                 "Spark master URL (`spark://host:7077` for a standalone cluster)")
+    spark_driver_memory: str = setting(
+        "NAMESRV_SPARK_DRIVER_MEMORY", "1g",
+        "heap of Spark's driver JVM (`spark.driver.memory`; in local mode it also holds the tasks and the HDFS-backed "
+        "state): 1g carries 10,000 groups × 100 topics; 100,000 groups ran it out (BENCHMARKS.md)")
     shuffle_partitions: int = setting("NAMESRV_SHUFFLE_PARTITIONS", 2,
                                       "`spark.sql.shuffle.partitions` (size to the cores)", positive=True)
     state_store: str = setting(
@@ -232,6 +237,8 @@ def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
         return value
     if meta["choices"] is not None and raw not in meta["choices"]:
         raise ConfigError(f"{var}={raw!r} must be one of {', '.join(meta['choices'])}")
+    if var == "NAMESRV_SPARK_DRIVER_MEMORY" and not re.fullmatch(r"[1-9][0-9]*[kmgt]?", raw.strip().lower()):
+        raise ConfigError(f"{var}={raw!r} must be a JVM memory size such as 1g or 3072m")
     return Path(raw) if isinstance(default, Path) else raw
 
 

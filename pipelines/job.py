@@ -59,6 +59,7 @@ def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: 
              # tasks per version read, for logs of a few kilobytes.
              .config("spark.databricks.delta.snapshotPartitions", str(cfg.shuffle_partitions))
              .config("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
+             .config("spark.driver.memory", cfg.spark_driver_memory)
              .config("spark.sql.execution.arrow.pyspark.enabled", "true")
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
