@@ -391,7 +391,8 @@ def scale_benchmark(rep: Report, quick: bool) -> None:
         return
     rss = sum(result["rss_mib"].values()) / 1024
     rep.target(f"{groups:,} broker groups × {topics} topics registered, heartbeating every 30 s", "served, lag flat",
-               f"with {', '.join(f'{k}={v}' for k, v in settings.items())}: registered and served in {registered_s:.0f} s; then {result['offered_per_s']:,.0f} heartbeats/s for "
+               f"with {', '.join(f'{k}={v}' for k, v in settings.items())}: registered and served in "
+               f"{registered_s:.0f} s; then {result['offered_per_s']:,.0f} heartbeats/s for "
                f"{window} s: lag {'flat' if result['flat'] else 'growing'} (sampled every 5 s: "
                f"{', '.join(f'{x:,}' for x in result['lags'][::max(1, len(result['lags']) // 6)])}; served cut "
                f"{result['served_lag_s']:.0f} s behind at the end), job {result['heartbeat_cpu_pct']:.0f} % of a core, "
