@@ -349,7 +349,7 @@ def scale_benchmark(rep: Report, quick: bool) -> None:
     # The defaults (HDFS-backed state in a 1 GiB driver heap) ran out of heap near 100,000 groups
     # and crash-looped; RocksDB keeps the state off the heap, and the heap gets room for batches.
     settings = {"NAMESRV_STATE_STORE": "rocksdb", "NAMESRV_SPARK_DRIVER_MEMORY": "2g"}
-    with System(**settings) as s:
+    with System(via_run_sh=False, **settings) as s:
         cpu0, t0 = s.job_cpu(), time.monotonic()
         probes.register_fleet(s, groups, topics)
         published_s = time.monotonic() - t0
