@@ -755,6 +755,7 @@ def main(argv: list[str] | None = None) -> int:
         rep.begin(name)
         parts[name](rep, args.quick)
         print(f"== {name} done in {time.monotonic() - started:.0f} s", flush=True)
+        rep.save()  # what ran so far is kept even if a later part fails (`--render` writes it out)
     args.output.write_text(rep.markdown(args_list if not args.only else ["--quick"] * args.quick))
     rep.save()
     print(f"\nwrote {args.output}", flush=True)
