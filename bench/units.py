@@ -180,6 +180,21 @@ def floors(raw: dict[str, Any]) -> list[str]:
                    "(every 200 ms: 100 ms on average). A 100 ms trigger measured p50 0.93 s at 5 points more idle "
                    "CPU. The floor is Spark's micro-batch with Python stages; a route answered at once needs the "
                    "front to answer from its own state before the batch, as RocketMQ's NameServer does.")
+    cold, warm = raw.get("restart"), raw.get("restart_standby")
+    if cold and cold["max_s"] > 8:
+        out.append(f"- **Restart** (p50 {cold['p50_s']:.1f} s after a SIGKILL): the launcher restarts the job at "
+                   "once; the job is then ~6 s from start to a running query (Python imports 0.5 s, the "
+                   "SparkSession 3.5–4 s from the class archive — 6.5–7.5 s without it —, the topic check, the Delta "
+                   "tables opened) and ~5 s more to its first batch (the Python source's process, Python workers "
+                   "started and importing pandas, pyarrow and the step, the state restored, planning), then the "
+                   "sink and a refresh (~0.4 s)."
+                   + (f" A warm standby (NAMESRV_JOB_STANDBY) skips the first part only; it measured p50 "
+                      f"{warm['p50_s']:.1f} s, max {warm['max_s']:.1f} s here (7.1 s in a single run by hand): the "
+                      "query start and first batch dominate, and a second driver competes for the two cores."
+                      if warm else "")
+                   + " What would move it: a standby whose query already runs (a second query on the same "
+                   "checkpoint is not possible in Spark), or state kept outside Spark so the serving side can "
+                   "apply registrations itself.")
     steps = raw.get("ingestion", [])
     best = max((r["achieved"] for r in steps if r.get("sustained")), default=0)
     if steps and best < 10_000:
