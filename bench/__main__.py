@@ -731,7 +731,8 @@ def main(argv: list[str] | None = None) -> int:
         rep = Report(args.quick)
         rep.load_previous()
         args.output.write_text(rep.markdown(["--quick"] * args.quick))
-        units.update_doc(SCALING, rep.raw, f"run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(rep.started))}")
+        newest = max(part["time"] for part in rep.parts.values())
+        units.update_doc(SCALING, rep.raw, f"run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(newest))}")
         print(f"wrote {args.output} and the figures of {SCALING.relative_to(ROOT)}", flush=True)
         return 0
     for tool, package in (("wrk", "wrk"), ("etcd", "etcd-server"), ("etcdctl", "etcd-client")):
@@ -759,7 +760,7 @@ def main(argv: list[str] | None = None) -> int:
     args.output.write_text(rep.markdown(args_list if not args.only else ["--quick"] * args.quick))
     rep.save()
     print(f"\nwrote {args.output}", flush=True)
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rep.started))
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(max(part["time"] for part in rep.parts.values())))
     if not units.update_doc(SCALING, rep.raw, f"run of {when}{', --quick' if rep.quick else ''}"):
         raise SystemExit(f"bench: {SCALING} lacks the {units.BEGIN} … {units.END} block")
     print(f"wrote the figures of {SCALING.relative_to(ROOT)}", flush=True)
