@@ -361,7 +361,9 @@ def scale_benchmark(rep: Report, quick: bool) -> None:
             registered_s = None
             print(f"    registration not served in time: {exc}", flush=True)
         register_cpu = s.job_cpu() - cpu0
-        result: dict[str, Any] = {"groups": groups, "topics": topics, "published_s": published_s,
+        exits = [line.split("exited with code ")[1].split(";")[0] for f in sorted((s.data / "logs").glob("launcher.log*"))
+                 for line in f.read_text().splitlines() if "job exited with code " in line]
+        result: dict[str, Any] = {"job_exits": exits, "groups": groups, "topics": topics, "published_s": published_s,
                                   "registered_s": registered_s, "register_cpu_s": register_cpu, "settings": settings}
         if registered_s is not None:
             fleet = probes.Fleet(s, groups, period_s=30.0, register=False).start()
@@ -387,7 +389,7 @@ def scale_benchmark(rep: Report, quick: bool) -> None:
     if registered_s is None:
         rep.target(f"{groups:,} broker groups × {topics} topics registered, heartbeating every 30 s",
                    "served, lag flat", f"not served within 15 min of publishing ({register_cpu:.0f} s of job CPU "
-                   "spent)", False)
+                   f"spent; the job exited {len(exits)} time(s), codes {', '.join(exits) or '-'})", False)
         return
     rss = sum(result["rss_mib"].values()) / 1024
     rep.target(f"{groups:,} broker groups × {topics} topics registered, heartbeating every 30 s", "served, lag flat",
