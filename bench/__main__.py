@@ -456,11 +456,7 @@ def stateapi_benchmark(rep: Report, quick: bool) -> None:
     with trivial Python work: the per-group cost of each API's plumbing (bench/stateful_api.py)."""
     from bench import stateful_api as sa
     sizes = (1000,) if quick else (1000, 5000)
-    results: list[dict[str, Any]] = []
-    with sa.session() as spark:
-        sa.measure(spark, 200, 3)  # warm-up: class loading and JIT, so the first API is not penalised
-        for groups in sizes:
-            results.extend(sa.measure(spark, groups, 6))
+    results = sa.run(sizes)
     rep.raw["stateapi"] = [{k: v for k, v in r.items() if k != "per_batch"} for r in results]
     lines = ["Each API in turn in one SparkSession, 6 batches of the same keys (batch 0 creates the state and is "
              "shown apart), medians over batches 1–5. CPU counts the driver, its JVM and the Python workers.", "",

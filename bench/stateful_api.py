@@ -364,16 +364,21 @@ def marginal(results: list[dict[str, Any]], small: int, large: int) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    batches = 6
+def run(sizes: tuple[int, ...] = GROUP_SIZES, batches: int = 6) -> list[dict[str, Any]]:
+    """Every API at every size in one session, after an unrecorded warm-up (class loading and
+    JIT, so the first API measured is not penalised)."""
     results: list[dict[str, Any]] = []
     with session() as spark:
         changelog = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
-        value = spark.conf.get(changelog, "unset: RocksDB's default")
-        print(f"{changelog} = {value}\n")
-        measure(spark, 200, 3)  # warm-up: class loading and JIT, so the first API is not penalised
-        for groups in GROUP_SIZES:
+        print(f"{changelog} = {spark.conf.get(changelog, 'unset: RocksDB default')}", flush=True)
+        measure(spark, 200, 3)
+        for groups in sizes:
             results.extend(measure(spark, groups, batches))
+    return results
+
+
+def main() -> None:
+    results = run()
     print(table(results))
     print()
     print(marginal(results, GROUP_SIZES[1], GROUP_SIZES[-1]))

@@ -33,15 +33,17 @@ class ConfigError(ValueError):
 
 
 def setting(env: str, default: Any, doc: str, *, positive: bool = False, maximum: int | None = None,
-            choices: tuple[str, ...] | None = None, secret: bool = False, shown: str | None = None) -> Any:
+            choices: tuple[str, ...] | None = None, pattern: tuple[str, str] | None = None, secret: bool = False,
+            shown: str | None = None) -> Any:
     """A `Config` field with its environment variable and its checks.
 
     `positive`: must be > 0 (else >= 0 for numbers); `maximum`: upper bound; `choices`: allowed
-    strings; `secret`: never printed; `shown`: how the README writes the default.
+    strings; `pattern`: (regular expression a string must match, what that is in words);
+    `secret`: never printed; `shown`: how the README writes the default.
     """
     return dataclasses.field(default=default, repr=not secret, metadata={
-        "env": env, "doc": doc, "positive": positive, "maximum": maximum, "choices": choices, "secret": secret,
-        "shown": shown})
+        "env": env, "doc": doc, "positive": positive, "maximum": maximum, "choices": choices, "pattern": pattern,
+        "secret": secret, "shown": shown})
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,8 @@ class Config:
     spark_driver_memory: str = setting(
         "NAMESRV_SPARK_DRIVER_MEMORY", "1g",
         "heap of Spark's driver JVM (`spark.driver.memory`; in local mode it also holds the tasks and the HDFS-backed "
-        "state): 1g carries 10,000 groups × 100 topics; 100,000 groups ran it out (BENCHMARKS.md)")
+        "state): 1g carries 10,000 groups × 100 topics; 100,000 groups ran it out (BENCHMARKS.md)",
+        pattern=(r"[1-9][0-9]*[kmgtKMGT]?", "a JVM memory size such as 1g or 3072m"))
     shuffle_partitions: int = setting("NAMESRV_SHUFFLE_PARTITIONS", 2,
                                       "`spark.sql.shuffle.partitions` (size to the cores)", positive=True)
     state_store: str = setting(
@@ -79,15 +82,15 @@ class Config:
         "NAMESRV_TRIGGER_INTERVAL_MS", 500,
         "how often the source is asked for new records; a batch runs only when admitted (see Architecture)",
         positive=True)
-    # 30 s, one of RocketMQ's heartbeat periods: a quiet fleet then costs one batch per period, each
-    # group called once in it (10 s cost 18 % of a core for 1,000 brokers, 30 s 11 %; BENCHMARKS.md).
-    # Liveness is served once per NAMESRV_LIVE_FLUSH_MS anyway, and expiry does not wait for it:
-    # a due group timeout admits a batch, which reads every waiting heartbeat first.
     job_standby: bool = setting(
         "NAMESRV_JOB_STANDBY", False,
         "`./run.sh` also starts a standby job: its SparkSession is up, it waits for the job lock in the data "
         "directory and runs the query the moment the active job dies (restart in seconds; costs a second idle "
         "driver: one host only, the lock is a local flock)")
+    # 30 s, one of RocketMQ's heartbeat periods: a quiet fleet then costs one batch per period, each
+    # group called once in it (10 s cost 18 % of a core for 1,000 brokers, 30 s 11 %; BENCHMARKS.md).
+    # Liveness is served once per NAMESRV_LIVE_FLUSH_MS anyway, and expiry does not wait for it:
+    # a due group timeout admits a batch, which reads every waiting heartbeat first.
     heartbeat_defer_ms: int = setting("NAMESRV_HEARTBEAT_DEFER_MS", 30000,
                                       "heartbeats alone wait up to this long for a batch (0 = a batch every trigger)")
     broker_timeout_ms: int = setting("NAMESRV_BROKER_TIMEOUT_MS", 120000,
@@ -237,8 +240,8 @@ def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
         return value
     if meta["choices"] is not None and raw not in meta["choices"]:
         raise ConfigError(f"{var}={raw!r} must be one of {', '.join(meta['choices'])}")
-    if var == "NAMESRV_SPARK_DRIVER_MEMORY" and not re.fullmatch(r"[1-9][0-9]*[kmgt]?", raw.strip().lower()):
-        raise ConfigError(f"{var}={raw!r} must be a JVM memory size such as 1g or 3072m")
+    if meta["pattern"] is not None and not re.fullmatch(meta["pattern"][0], raw):
+        raise ConfigError(f"{var}={raw!r} must be {meta['pattern'][1]}")
     return Path(raw) if isinstance(default, Path) else raw
 
 

@@ -89,13 +89,18 @@ def delta_spark_conf() -> dict[str, str]:
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog"}
 
 
-def _bundled_with_pyspark() -> set[str]:
-    """Artifact names (without version) of the jars the pyspark wheel already has (found
-    without importing pyspark, which starts nothing but is slow to import)."""
+def pyspark_jars() -> list[Path]:
+    """The jars the pyspark wheel ships (found without importing pyspark, which starts nothing
+    but is slow to import)."""
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:
         raise JarsMissing("pyspark is not installed: run './run.sh setup'")
-    return {_VERSION.sub("", p.name) for p in (Path(spec.submodule_search_locations[0]) / "jars").glob("*.jar")}
+    return sorted((Path(spec.submodule_search_locations[0]) / "jars").glob("*.jar"))
+
+
+def _bundled_with_pyspark() -> set[str]:
+    """Artifact names (without version) of the jars the pyspark wheel already has."""
+    return {_VERSION.sub("", p.name) for p in pyspark_jars()}
 
 
 def _settings(repository: str, where: Path) -> list[str]:

@@ -134,13 +134,12 @@ def children(cfg: Config) -> list[Child]:
                          port=("127.0.0.1", cfg.kafka_embedded_port, "is another ./run.sh running? "
                                "(or set NAMESRV_KAFKA_EMBEDDED_PORT)"),
                          banner=f"embedded Tansu on {cfg.bootstrap}, topic {cfg.kafka_topic} (memory storage)"))
+    calm = 15.0 if cfg.job_standby else 0.0
     out.append(Child("job", [sys.executable, "-m", "pipelines.job"], rotating_log(cfg, "job"), 60,
-                     banner=f"Spark {cfg.spark_master}, warehouse {cfg.warehouse}"))
+                     banner=f"Spark {cfg.spark_master}, warehouse {cfg.warehouse}", calm_restart_s=calm))
     if cfg.job_standby:  # the two take turns: whichever holds the job lock runs the query
         out.append(Child("job-standby", [sys.executable, "-m", "pipelines.job"], rotating_log(cfg, "job-standby"), 60,
-                         banner="a second job, its session up, waiting for the job lock"))
-        for kid in out[-2:]:
-            kid.calm_restart_s = 15.0
+                         banner="a second job, its session up, waiting for the job lock", calm_restart_s=calm))
     for i in range(cfg.replicas):
         rcfg, suffix = cfg.replica(i), "" if i == 0 else f"-{i}"
         ports = {"NAMESRV_HTTP_PORT": str(rcfg.http_port), "NAMESRV_REMOTING_PORT": str(rcfg.remoting_port)}

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import shutil
 import subprocess
@@ -30,7 +29,6 @@ from pathlib import Path
 from conf import jvm, load_config
 from conf.version import argument_parser
 
-log = logging.getLogger("namesrv.class_archive")
 DIRECTORY = jvm.CACHE / "cds"
 
 
@@ -46,11 +44,10 @@ def archive_path() -> Path | None:
     java = _java()
     if java is None or not jvm.is_resolved("spark"):
         return None
-    import importlib.util
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.submodule_search_locations:
+    try:
+        bundled = [p.name for p in jvm.pyspark_jars()]
+    except jvm.JarsMissing:
         return None
-    bundled = sorted(p.name for p in (Path(spec.submodule_search_locations[0]) / "jars").glob("*.jar"))
     st = java.stat()
     key = json.dumps([str(java), st.st_size, int(st.st_mtime), bundled, [p.name for p in jvm.jars("spark")]])
     return DIRECTORY / f"spark-driver-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"

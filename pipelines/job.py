@@ -184,8 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_config()
     setup_logging(cfg.log_format)
     ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions)
+    archive = class_archive.java_options()
     try:
-        spark = build_spark(cfg)
+        spark = build_spark(cfg, driver_java_options=archive)
     except jvm.JarsMissing as exc:
         log.error("%s", exc)
         return 2
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _stop)
     log.info("streaming job running: Kafka %s topic %s -> %s (trigger %d ms, default broker timeout %d ms; %s)",
              cfg.bootstrap, cfg.kafka_topic, cfg.warehouse, cfg.trigger_interval_ms, cfg.broker_timeout_ms,
-             "driver JVM started from its class archive" if class_archive.java_options()
+             "driver JVM started from its class archive" if archive
              else "no class archive for this Java and these jars: './run.sh setup' makes it")
     try:
         query.awaitTermination()
