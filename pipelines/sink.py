@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from pipelines import step_rows
@@ -30,6 +31,11 @@ from schemas.metrics import JobMetrics, reason_class, write_metrics_file
 from schemas.progress import write_job_start, write_progress
 
 APP_ID = "namesrv-sink"
+# Above this many owners a batch's replacement rewrites the table instead of naming the owners in
+# an `IN (...)` predicate: delta-rs (1.6) recurses once per list element on the calling thread's
+# stack, and the process dies of SIGSEGV near 21,000 elements with an 8 MiB stack (below 12,000
+# with 4 MiB). A registration or expiry wave of 100,000 groups reached it. 5,000 stays under 2 MiB.
+PREDICATE_OWNERS_MAX = 5_000
 # route_changes kinds that record a refused registration, by rejection kind (a metric label)
 REJECTION_KINDS = {"REGISTRATION_REJECTED": "rejected", "REGISTRATION_ABANDONED": "abandoned"}
 log = logging.getLogger(__name__)
@@ -174,9 +180,7 @@ class DeltaSink:
         for table in t.STATE_TABLES:
             owners = plan.replace.get(table.name)
             if owners:
-                data = table.from_rows([row for rs in owners.values() for row in rs])
-                self._write(table, data, batch_id, predicate=f"{table.owner} IN ({_sql_list(owners)})",
-                            mode="overwrite")
+                self._replace(table, owners, batch_id)
         if plan.changes:
             self._write(t.ROUTE_CHANGES, t.ROUTE_CHANGES.from_rows(plan.changes), batch_id, predicate=None,
                         mode="append")
@@ -226,6 +230,18 @@ class DeltaSink:
                 write_metrics_file(self.metrics_dir, "job", m.registry)
             except OSError as exc:  # metrics are not worth a failed batch
                 log.warning("job metrics not written: %s", exc)
+
+    def _replace(self, table: t.TableDef, owners: dict[str, list[dict[str, Any]]], batch_id: int) -> None:
+        """Replace every row of `owners` in `table` by their new rows, in one commit either way."""
+        data = table.from_rows([row for rs in owners.values() for row in rs])
+        if len(owners) <= PREDICATE_OWNERS_MAX:
+            self._write(table, data, batch_id, predicate=f"{table.owner} IN ({_sql_list(owners)})", mode="overwrite")
+            return
+        current = self._handles[table.name].to_pyarrow_dataset().to_table().cast(table.schema)
+        kept = current.filter(pc.invert(pc.is_in(current[table.owner], value_set=pa.array(list(owners), pa.string()))))
+        log.info("batch %d: %d owners of %s replaced by rewriting the table (%d rows kept)", batch_id, len(owners),
+                 table.name, kept.num_rows, extra={"batchId": batch_id})
+        self._write(table, pa.concat_tables([kept, data]), batch_id, predicate=None, mode="overwrite")
 
     def _write(self, table: t.TableDef, data: pa.Table, batch_id: int, *, predicate: str | None,
                mode: Literal["append", "overwrite"]) -> None:
