@@ -38,9 +38,9 @@ def percentile(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))]
 
 
-def register_fleet(sys_: System, groups: int, topics: int) -> None:
+def register_fleet(sys_: System, groups: int, topics: int, *, timeout_ms: int | None = None) -> None:
     for start in range(0, groups, 200):
-        sys_.publish([registration(g, topics) for g in range(start, min(groups, start + 200))])
+        sys_.publish([registration(g, topics, timeout_ms=timeout_ms) for g in range(start, min(groups, start + 200))])
 
 
 class Fleet:

@@ -18,7 +18,7 @@ import requests
 from conf import Config, load_config
 from eventlog.publisher import EventPublisher
 from ops.net import free_port
-from ops.procs import processes, tree
+from ops.procs import processes, pss_kib, tree
 from schemas.progress import read_progress
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,6 +149,13 @@ class System:
         out: dict[str, float] = {}
         for p in tree(self.launcher_pid()):
             out[p.role] = out.get(p.role, 0.0) + p.rss_kib / 1024
+        return out
+
+    def pss_mib(self) -> dict[str, float]:
+        """Per role, like `rss_mib`, but shared pages counted once over all processes."""
+        out: dict[str, float] = {}
+        for p in tree(self.launcher_pid()):
+            out[p.role] = out.get(p.role, 0.0) + pss_kib(p.pid) / 1024
         return out
 
 

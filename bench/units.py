@@ -213,16 +213,19 @@ def floors(raw: dict[str, Any]) -> list[str]:
                    "batches ran the driver's 1 GiB heap out. A byte budget would let heartbeat batches grow.")
     memory = raw.get("memory", {}).get("hdfs")
     if memory:
-        rss = memory["rss_mib"]
-        total = sum(rss.values())
+        mem = memory.get("pss_mib") or memory["rss_mib"]  # runs before PSS was measured: RSS
+        total = sum(mem.values())
         if total > 2048:
-            parts = ", ".join(f"{k} {v:.0f}" for k, v in sorted(rss.items(), key=lambda kv: -kv[1]) if v >= 1)
+            parts = ", ".join(f"{k} {v:.0f}" for k, v in sorted(mem.items(), key=lambda kv: -kv[1]) if v >= 1)
             out.append(f"- **Memory** ({total / 1024:.2f} GiB for 10,000 groups × 100 topics: {parts} MiB): the "
-                       "Spark driver JVM (heap sized for registration waves), Python workers that hold a batch's "
-                       "pandas frames and the decoded state of the groups they step, the job's driver process "
-                       "(the sink's Arrow tables of a cut), and each serving process's in-memory snapshot of "
-                       "1,000,000 queue rows. The state itself is small (the per-unit table); the floor is one "
-                       "JVM plus Python processes that each hold a copy of what they work on.")
+                       "Spark driver JVM (its 1 GiB heap holds the HDFS-backed state and a registration wave's "
+                       "task results; letting G1 give memory back made waves run out of heap), Python workers "
+                       "that hold a batch's pandas frames and the decoded state of the groups they step, plus "
+                       "the idle data-source daemons Spark keeps (about 300 MiB together), the job's driver "
+                       "process (a registration wave's Python objects, given back within about 30 s), Tansu, "
+                       "and each serving process's snapshot of 1,000,000 queue rows (about 200 MiB each, "
+                       "re-read only when topic_queue changes). The state itself is small (the per-unit table); "
+                       "the floor is one JVM plus Python processes that each hold a copy of what they work on.")
     scale = raw.get("scale", {})
     if scale and not scale.get("flat"):
         per = plumbing if plumbing is not None else 1.5

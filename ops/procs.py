@@ -39,6 +39,19 @@ def processes() -> list[Proc]:
     return out
 
 
+def pss_kib(pid: int) -> int:
+    """Proportional set size: resident pages, each shared page divided among the processes that
+    map it. Summed over processes it is their memory (RSS summed counts every shared library
+    and the JVM's class archive once per process); 0 for a process that is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def tree(root_pid: int) -> list[Proc]:
     """`root_pid` and all its descendants."""
     procs = processes()

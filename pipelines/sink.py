@@ -21,10 +21,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
+from conf.memory import release_memory
 from pipelines import step_rows
 from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
-from pipelines.memory import release_memory
 from pipelines.offset_log import read_offset_log
 from schemas import tables as t
 from schemas.metrics import JobMetrics, reason_class, write_metrics_file

@@ -18,8 +18,8 @@ from typing import Any
 import pandas as pd
 
 from conf import Config
+from conf.memory import ReleaseAfter
 from pipelines import step_rows as out_rows
-from pipelines.memory import ReleaseAfter
 from pipelines.offset_log import BatchClocks, LogClock
 from routeinfo import housekeeping, kv_manager, route_manager
 from routeinfo.route_writes import RoutingConfig

@@ -9,7 +9,6 @@ address, filter servers, KV namespaces and the runtime switches.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +29,7 @@ class Snapshot:
     commit_time: int | None
     versions: dict[str, int]
     source_offsets: dict[str, int]
-    topics: Mapping[str, list[dict[str, Any]]]       # topic -> QueueDatas (sorted by brokerName): a TopicIndex
+    topics: TopicIndex                               # topic -> QueueDatas (sorted by brokerName)
     brokers: dict[str, dict[str, Any]]               # brokerName -> BrokerData
     clusters: dict[str, list[str]]                   # clusterName -> brokerNames
     live: list[dict[str, Any]]
@@ -49,9 +48,11 @@ class Snapshot:
 
 def build_snapshot(row: dict[str, Any] | None, tables: dict[str, Any]) -> Snapshot:
     """Pure: index the rows of one cut (`tables`: table name -> rows; topic_queue may also be
-    an Arrow table, which is how a load hands over the big one) for the HTTP layer."""
+    an Arrow table, which is how a load hands over the big one, or the TopicIndex of an earlier
+    cut with the same topic_queue version) for the HTTP layer."""
     queues = tables[t.TOPIC_QUEUE.name]
-    topics = TopicIndex(queues) if isinstance(queues, pa.Table) else TopicIndex.from_rows(queues)
+    topics = (queues if isinstance(queues, TopicIndex) else
+              TopicIndex(queues) if isinstance(queues, pa.Table) else TopicIndex.from_rows(queues))
 
     brokers: dict[str, dict[str, Any]] = {}
     for r in sorted(tables[t.BROKER_ADDR.name], key=lambda r: (r["brokerName"], r["brokerId"])):

@@ -238,3 +238,28 @@ def test_the_refresher_reads_progress_first_and_still_finds_a_cut_progress_never
     assert not store.refresh() and "RefC" not in store.current.topics  # progress still names the old cut
     store.FULL_SCAN_S = 0.0
     assert store.refresh() and "RefC" in store.current.topics
+
+
+def test_a_cut_that_changes_only_liveness_keeps_the_served_topic_index(tmp_path):
+    """Most cuts of a quiet fleet rewrite only broker_live (the flush every window); loading one
+    must not re-read topic_queue. A cut that does change topic_queue gets a new index, and time
+    travel to an older topic_queue version loads that version, not the served one."""
+    from tests.helpers import hb
+
+    d = SinkDriver(tmp_path / "delta")  # live_flush_ms=0: every heartbeat rewrites broker_live
+    now = int(time.time() * 1000)
+    d.run_batch([reg("idx-a", 0, "127.0.0.1:30101", tps=topics("IdxA", "IdxBase"))], now)
+    store = SnapshotStore(SnapshotReader(d.sink.warehouse), 1.0, retention_ms=DEFAULTS.history_retention_ms)
+    assert store.refresh()
+    first = store.current
+    d.run_batch([hb("idx-a", 0, "127.0.0.1:30101")], now + 1000)
+    assert store.refresh() and store.current.snapshot_id != first.snapshot_id
+    assert store.current.versions[t.BROKER_LIVE.name] > first.versions[t.BROKER_LIVE.name]
+    assert store.current.topics is first.topics  # same topic_queue version: the index carried over
+    assert store.current.live[0]["lastUpdateTimestamp"] > first.live[0]["lastUpdateTimestamp"]
+
+    d.run_batch([reg("idx-b", 0, "127.0.0.1:30102", tps=topics("IdxB", "IdxBase"))], now + 2000)
+    assert store.refresh() and store.current.topics is not first.topics
+    assert "IdxB" in store.current.topics and [q["brokerName"] for q in store.current.topics["IdxBase"]] == ["idx-a", "idx-b"]
+    old = store.historic(snapshot_id=first.snapshot_id)
+    assert "IdxB" not in old.topics and [q["brokerName"] for q in old.topics["IdxBase"]] == ["idx-a"]

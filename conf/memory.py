@@ -1,9 +1,10 @@
-"""Giving memory back to the OS after large batches.
+"""Giving memory back to the OS after large batches or loads.
 
 A registration wave (thousands of groups × hundreds of topics) briefly needs hundreds of MB of
-Python objects and Arrow buffers in the driver and the Python workers; glibc and Arrow's pool
-keep those pages afterwards, so RSS would stay at the peak forever. Called after a batch or a
-run of step calls that handled much data, never per request.
+Python objects and Arrow buffers in the driver and the Python workers, and a serving process
+loads a million queue rows when topic_queue changes; glibc and Arrow's pool keep those pages
+afterwards, so RSS would stay at the peak forever. Called after a batch, a run of step calls
+or a snapshot load that handled much data, never per request.
 """
 
 from __future__ import annotations
