@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.system import cpu_seconds
-from ops.procs import processes
+from ops.procs import processes, pss_kib
 from remoting import codes
 from remoting.client import RemotingClient, registration_request
 
@@ -109,13 +109,15 @@ def wait_route(c: RemotingClient, topic: str, *, present: bool, timeout_s: float
 
 
 def cost(pids: Callable[[], list[int]], seconds: float) -> dict[str, float]:
-    """CPU (% of one core) and RSS (MiB) of the side's processes over `seconds`."""
+    """CPU (% of one core), RSS summed and PSS summed (MiB; shared pages counted once) of the
+    side's processes over `seconds`."""
     ids = pids()
     c0, t0 = cpu_seconds(ids), time.monotonic()
     time.sleep(seconds)
     c1, t1 = cpu_seconds(ids), time.monotonic()
-    rss = sum(p.rss_kib for p in processes() if p.pid in set(pids())) / 1024
-    return {"cpu_pct": 100 * (c1 - c0) / (t1 - t0), "rss_mib": rss}
+    now = set(pids())
+    rss = sum(p.rss_kib for p in processes() if p.pid in now) / 1024
+    return {"cpu_pct": 100 * (c1 - c0) / (t1 - t0), "rss_mib": rss, "pss_mib": sum(pss_kib(pid) for pid in now) / 1024}
 
 
 def freshness(addr: str, probes: int, keys: dict[str, str]) -> dict[str, Any]:
