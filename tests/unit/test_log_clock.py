@@ -14,7 +14,7 @@ import json
 import pytest
 
 from pipelines.offset_log import LOG_CLOCK, BatchClocks, LogClock, read_offset_log, read_source_offsets
-from pipelines.step import StepConfig, run_group
+from pipelines.step import BACKLOG_RECHECK_MS, StepConfig, run_group
 from pipelines.step_rows import DEADLINE
 from routeinfo.state import GroupState
 from schemas import tables as t
@@ -77,13 +77,31 @@ def test_catch_up_expires_nobody_whose_heartbeats_are_still_unread():
     state, deadline, rows = run_group("bn", [record(hb("bn", 0, "10.0.0.1:10911"), 1, T0 + 30_000)], state, now,
                                       CFG, LogClock(since={0: T0}, until={0: T0 + 40_000}))
     assert addrs(state) == {0: "10.0.0.1:10911"} and "BROKER_EXPIRED" not in changes(rows)
-    assert deadline == T0 + 30_000 + TIMEOUT + 1  # already past processing time: called again next batch
+    # Past processing time, not past the log: looked at again when the log may have reached the
+    # deadline, but at least every BACKLOG_RECHECK_MS (not at every batch).
+    assert deadline == now + min(T0 + 30_000 + TIMEOUT + 1 - (T0 + 40_000), BACKLOG_RECHECK_MS)
     # A later catch-up batch without this group's records (its Spark timeout fired): still alive.
     state, _, rows = run_group("bn", [], state, now + 500, CFG, LogClock(since={0: T0 + 40_000}, until={0: T0 + 100_000}))
     assert addrs(state) == {0: "10.0.0.1:10911"} and "BROKER_EXPIRED" not in changes(rows)
     # The log has been read past T0+150 s and nothing came from it: it is gone.
     state, _, rows = run_group("bn", [], state, now + 1000, CFG, LogClock(since={0: T0 + 100_000}, until={0: T0 + 150_001}))
     assert state is None and "BROKER_EXPIRED" in changes(rows)
+
+
+def test_a_group_waiting_on_the_log_is_looked_at_when_the_log_may_have_caught_up():
+    """A deadline the wall clock passed but the log has not: the next look is when the log may
+    reach it (here 300 ms of log time away), not at every batch; with the log further behind,
+    BACKLOG_RECHECK_MS later. A deadline still ahead of the wall clock is kept as it is."""
+    state, deadline, _ = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911"), 0, T0)], None, T0, CFG,
+                                   LogClock(until={0: T0}))
+    assert deadline == T0 + TIMEOUT + 1
+    due = T0 + TIMEOUT + 1
+    _, near, _ = run_group("bn", [], state, due + 2_000, CFG, LogClock(since={0: T0}, until={0: due - 300}))
+    assert near == due + 2_000 + 300
+    _, far, _ = run_group("bn", [], state, due + 2_000, CFG, LogClock(since={0: T0}, until={0: T0 + 1_000}))
+    assert far == due + 2_000 + BACKLOG_RECHECK_MS
+    _, ahead, _ = run_group("bn", [], state, due - 1, CFG, LogClock(since={0: T0}, until={0: T0 + 1_000}))
+    assert ahead == due
 
 
 def test_the_processing_time_timeout_alone_would_have_expired_it():
