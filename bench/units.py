@@ -219,7 +219,7 @@ def floors(raw: dict[str, Any]) -> list[str]:
             parts = ", ".join(f"{k} {v:.0f}" for k, v in sorted(mem.items(), key=lambda kv: -kv[1]) if v >= 1)
             out.append(f"- **Memory** ({total / 1024:.2f} GiB for 10,000 groups × 100 topics: {parts} MiB): the "
                        "Spark driver JVM (its 1 GiB heap holds the HDFS-backed state and a registration wave's "
-                       "task results; letting G1 give memory back made waves run out of heap), Python workers "
+                       "task results, which is why those are zstd-compressed), Python workers "
                        "that hold a batch's pandas frames and the decoded state of the groups they step, plus "
                        "the idle data-source daemons Spark keeps (about 300 MiB together), the job's driver "
                        "process (a registration wave's Python objects, given back within about 30 s), Tansu, "
