@@ -322,7 +322,9 @@ def memory_benchmark(rep: Report, quick: bool) -> None:
                     peak_rss = now_rss
             cpu_pct = 100 * (s.job_cpu() - c0) / (time.monotonic() - w0)
             fleet.stop()
+            restarts = s.job_exits()
         results[store] = {"pss_mib": peak, "rss_mib": peak_rss, "applied_s": applied_s, "heartbeat_cpu_pct": cpu_pct,
+                          "job_exits": restarts,
                           "register_cpu_ms_per_topic": 1000 * register_cpu_s / (groups * topics),
                           "checkpoint_bytes_per_group": state_bytes / groups,
                           "warehouse_bytes_per_queue_row": warehouse_bytes / (groups * topics)}
@@ -338,7 +340,8 @@ def memory_benchmark(rep: Report, quick: bool) -> None:
                "processes (job, Spark's JVM and Python workers, HTTP, remoting front, Kafka)",
                "≤ 2 GiB over all processes", f"{total / 1024:.2f} GiB peak PSS ({detail} MiB; state store {default}); "
                f"RSS summed per process {rss_total / 1024:.2f} GiB; "
-               f"registered and served in {results[default]['applied_s']:.0f} s", total <= 2048)
+               f"registered and served in {results[default]['applied_s']:.0f} s; job exits during the run: "
+               f"{', '.join(results[default]['job_exits']) or 'none'}", total <= 2048)
     rep.section("State store providers", [
         f"{groups:,} groups × {topics} topics registered, then heartbeating every 30 s; same run, one system each.", "",
         "| provider | register + serve all | peak PSS, all processes (RSS summed) | job CPU while heartbeating |",
@@ -374,8 +377,7 @@ def scale_benchmark(rep: Report, quick: bool) -> None:
             registered_s = None
             print(f"    registration not served in time: {exc}", flush=True)
         register_cpu = s.job_cpu() - cpu0
-        exits = [line.split("exited with code ")[1].split(";")[0] for f in sorted((s.data / "logs").glob("launcher.log*"))
-                 for line in f.read_text().splitlines() if "job exited with code " in line]
+        exits = s.job_exits()
         result: dict[str, Any] = {"job_exits": exits, "groups": groups, "topics": topics, "published_s": published_s,
                                   "registered_s": registered_s, "register_cpu_s": register_cpu, "settings": settings}
         if registered_s is not None:

@@ -151,6 +151,11 @@ class System:
             out[p.role] = out.get(p.role, 0.0) + p.rss_kib / 1024
         return out
 
+    def job_exits(self) -> list[str]:
+        """Exit codes of the job processes the launcher saw end (restarted), from its log."""
+        return [line.split("exited with code ")[1].split(";")[0] for f in sorted((self.data / "logs").glob("launcher.log*"))
+                for line in f.read_text().splitlines() if "job exited with code " in line]
+
     def pss_mib(self) -> dict[str, float]:
         """Per role, like `rss_mib`, but shared pages counted once over all processes."""
         out: dict[str, float] = {}

@@ -51,7 +51,12 @@ def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: 
     # -Xss: on stop, Spark matches a regex over the interrupted Python source's traceback, which
     # overflows the default 1 MiB thread stack and prints a thousand-line StackOverflowError.
     java_opts = f"-Dlog4j2.configurationFile={log4j.as_uri()} -Xss32m"
-    driver_opts = f"{java_opts} {class_archive.java_options() if driver_java_options is None else driver_java_options}"
+    # G1 keeps the heap a registration wave grew to; a periodic concurrent cycle and uncommitting
+    # down to 30 % free give it back (10,000 groups × 100 topics, heartbeating: driver JVM
+    # 1,313 → 813 MiB, registration 53 s either way).
+    heap_return = "-XX:G1PeriodicGCInterval=30000 -XX:MaxHeapFreeRatio=30 -XX:MinHeapFreeRatio=10"
+    driver_opts = (f"{java_opts} {heap_return} "
+                   f"{class_archive.java_options() if driver_java_options is None else driver_java_options}")
     # Delta for Spark and Spark's Kafka connector, resolved once by ./run.sh (conf/jvm.py).
     spark = (SparkSession.builder.master(cfg.spark_master).appName(app_name)
              .config(map=dict[str, Any](jvm.delta_spark_conf()))
