@@ -85,8 +85,8 @@ class Config:
     job_standby: bool = setting(
         "NAMESRV_JOB_STANDBY", False,
         "`./run.sh` also starts a standby job: its SparkSession is up, it waits for the job lock in the data "
-        "directory and runs the query the moment the active job dies (restart in seconds; costs a second idle "
-        "driver: one host only, the lock is a local flock)")
+        "directory and runs the query the moment the active job dies (costs a second idle driver; one host only, "
+        "the lock is a local flock; measured no faster than the plain restart, see README)")
     # 30 s, one of RocketMQ's heartbeat periods: a quiet fleet then costs one batch per period, each
     # group called once in it (10 s cost 18 % of a core for 1,000 brokers, 30 s 11 %; BENCHMARKS.md).
     # Liveness is served once per NAMESRV_LIVE_FLUSH_MS anyway, and expiry does not wait for it:
