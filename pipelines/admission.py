@@ -12,8 +12,8 @@ offsets that differ from the start. `decide` says when that should be:
   change nothing visible, so they may wait for company);
 - the earliest group timeout the sink reported (`nextDeadline`) is due: an expiry or a
   broker_live flush (see `routeinfo/housekeeping.py` for the whole expiry path);
-- `defer_ms` passed without a batch (bounds expiry after a restart, before the sink has
-  heard every group's timeout again).
+- `defer_ms` passed without a batch (a safety net: the sink's deadline book, seeded from
+  broker_live after a restart, already schedules every timeout Spark holds).
 
 With `defer_ms` = 0 every trigger runs a batch, as Spark's own no-data batches would. A
 batch without new records bumps the virtual `tick` offset (`offsets_to_run`), which reads

@@ -22,7 +22,7 @@ from eventlog.topics import ensure_topic
 from pipelines import class_archive, job_lock, kafka_source
 from pipelines.faults import KillAtRandom
 from pipelines.sink import DeltaSink
-from pipelines.step import STATE_SCHEMA, StepConfig, make_step
+from pipelines.step import STATE_SCHEMA, StepConfig, make_step, step_input
 from pipelines.step_rows import OUTPUT_SCHEMA
 
 log = logging.getLogger("namesrv.job")
@@ -132,6 +132,7 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None,
 
     sink = DeltaSink(cfg.warehouse, cfg.checkpoint_dir, retention_ms=cfg.history_retention_ms,
                      maintenance_interval_ms=cfg.maintenance_interval_ms, metrics_dir=cfg.data_dir,
+                     live_flush_ms=cfg.live_flush_ms,
                      **({"fault": fault} if fault else {}))
     sink.ensure_tables()
     sink.announce_start()
@@ -141,7 +142,7 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None,
     # another batch. Spark's connector has no admission, so it needs them for timeouts to fire.
     # The query takes the session's settings when it starts, so this is per query.
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", str(cfg.kafka_source == "connector").lower())
-    out = ((read_events(spark, cfg) if events is None else events).groupBy(col("key"))
+    out = (step_input(read_events(spark, cfg) if events is None else events).groupBy(col("key"))
            .applyInPandasWithState(step, OUTPUT_SCHEMA, STATE_SCHEMA, "append",
                                    GroupStateTimeout.ProcessingTimeTimeout))
     return (out.writeStream.queryName(query_name)

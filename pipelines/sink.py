@@ -23,9 +23,11 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from conf.memory import release_memory
 from pipelines import step_rows
+from pipelines.deadlines import DeadlineBook
 from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
 from pipelines.offset_log import read_offset_log
+from routeinfo import housekeeping
 from schemas import tables as t
 from schemas.metrics import JobMetrics, reason_class, write_metrics_file
 from schemas.progress import write_job_start, write_progress
@@ -92,9 +94,11 @@ class DeltaSink:
 
     def __init__(self, warehouse: Path, checkpoint_dir: Path, *, retention_ms: int,
                  maintenance_interval_ms: int | None = None, fault: Callable[[str], None] = no_fault,
-                 metrics_dir: Path | None = None) -> None:
+                 metrics_dir: Path | None = None, live_flush_ms: int | None = None) -> None:
         """`metrics_dir`: the data directory whose `metrics/job.prom` gets the job's counters after
-        every batch (None: not written; tests that drive the sink alone)."""
+        every batch (None: not written; tests that drive the sink alone). `live_flush_ms`: the
+        job's NAMESRV_LIVE_FLUSH_MS, with which `ensure_tables` seeds the deadline book from
+        broker_live (None: not seeded)."""
         self.warehouse = Path(warehouse)
         self.metrics = JobMetrics()
         self.metrics_dir = metrics_dir
@@ -106,10 +110,10 @@ class DeltaSink:
         self._latest_snapshot: int | None = None
         self.started_ms = int(time.time() * 1000)  # this job instance's start, in every progress record
         self._force_snapshot = False  # after maintenance: re-point the newest cut at compacted versions
-        # group -> its next Spark timeout, as the step last reported it; the minimum is published
-        # in _progress.json so the source can schedule a batch for it. Lost on restart (the
-        # source then falls back to its bounded idle interval until groups report again).
-        self._deadlines: dict[str, int] = {}
+        # Each group's next Spark timeout as the step last reported it (seeded from broker_live at
+        # start); the earliest is published in _progress.json so the source schedules a batch for it.
+        self.live_flush_ms = live_flush_ms
+        self.deadlines = DeadlineBook(recheck_ms=housekeeping.RECHECK_MS)
 
     def path(self, table: t.TableDef) -> str:
         return str(self.warehouse / table.name)
@@ -126,6 +130,11 @@ class DeltaSink:
                 DeltaTable.create(self.path(table), schema=table.schema, mode="ignore", name=table.name,
                                   configuration=retention_properties(self.retention_ms))
         self._handles = {table.name: DeltaTable(self.path(table)) for table in t.ALL_TABLES}
+        if self.live_flush_ms is not None:
+            live = self._handles[t.BROKER_LIVE.name].to_pyarrow_dataset().to_table(
+                columns=["brokerName", "lastUpdateTimestamp", "heartbeatTimeoutMillis"]).to_pydict()
+            self.deadlines.seed(zip(live["brokerName"], live["lastUpdateTimestamp"], live["heartbeatTimeoutMillis"],
+                                    strict=True), self.live_flush_ms)
         ids = self._handles[t.SNAPSHOTS.name].to_pyarrow_dataset().to_table(columns=["snapshotId"]).column(0)
         self._latest_snapshot = max(ids.to_pylist()) if len(ids) else None
         # A new warehouse gets its first cut (the empty tables) from the first batch, so readers
@@ -196,17 +205,13 @@ class DeltaSink:
             log.info("batch %d: %d record(s), tables %s, %d change(s), %.0f ms", batch_id, consumed,
                      ",".join(sorted(plan.replace)) or "-", len(plan.changes), (time.time() - started) * 1000,
                      extra={"batchId": batch_id, "snapshotId": batch_id})
-        for group, deadline in plan.deadlines.items():
-            if deadline is None:
-                self._deadlines.pop(group, None)
-            else:
-                self._deadlines[group] = deadline
+        self.deadlines.update(plan.deadlines, int(time.time() * 1000))
         self.fault("before:progress")
         self._count(plan, consumed, time.time() - started)
         write_progress(self.warehouse, {"batchId": batch_id, "snapshotId": self._latest_snapshot,
                                         "sourceOffsets": offsets, "time": int(time.time() * 1000),
                                         "eventCount": consumed,
-                                        "nextDeadline": min(self._deadlines.values(), default=None),
+                                        "nextDeadline": self.deadlines.next_deadline(),
                                         "jobStartedAt": self.started_ms})
 
     def _count(self, plan: BatchPlan, consumed: int, seconds: float) -> None:

@@ -13,6 +13,8 @@ or when its timeout fires. One silent broker, end to end:
    `GroupState.setTimeoutDuration` and also emits it as a `_deadline` output row.
 3. The sink (`pipelines/sink.py`) keeps the newest deadline per group and publishes the
    earliest one as `nextDeadline` in `<warehouse>/_progress.json` (`schemas/progress.py`).
+   A restarted job starts that book from `broker_live` and looks again every `RECHECK_MS`
+   at groups not heard from since (`pipelines/deadlines.py`).
 4. Spark's own no-data batches are off (they would run every trigger). The Kafka source asks
    the pure admission policy (`pipelines/admission.py`) each trigger; once `nextDeadline` is
    due it admits a batch without records by bumping a virtual `tick` offset.
@@ -32,6 +34,10 @@ from __future__ import annotations
 from routeinfo.route_writes import Result, RoutingConfig, remove_address
 from routeinfo.state import GroupState, PendingRegistration
 from schemas import tables as t
+
+# How long a due expiry may go unlooked-at when its exact time is not known yet (a backlog being
+# read, a restarted job that has not heard the group): RocketMQ's NameServer scans every 5 s.
+RECHECK_MS = 5_000
 
 
 def expire(st: GroupState, now_ms: int, cfg: RoutingConfig, res: Result) -> None:

@@ -75,3 +75,37 @@ def test_replaying_a_committed_batch_changes_nothing(spark, kafka_bootstrap, tmp
     sink.commit(0, rows, {"0": 1}, 1)
     assert {x.name: DeltaTable(sink.path(x)).version() for x in t.ALL_TABLES} == versions
     assert len(DeltaTable(sink.path(t.TOPIC_QUEUE)).to_pyarrow_table()) == 2
+
+
+def test_a_restarted_sink_schedules_the_timeouts_broker_live_shows(tmp_path):
+    """A new job instance has heard no group yet: its first progress record already names the
+    earliest timeout broker_live implies, and one that passed unheard is looked at again in 5 s."""
+    from pipelines.sink import DeltaSink
+    from pipelines.step import StepConfig, run_group
+    from routeinfo.housekeeping import RECHECK_MS
+    from schemas import events as ev
+    from schemas.progress import read_progress
+
+    now = int(time.time() * 1000)
+    first = DeltaSink(tmp_path / "delta", tmp_path / "checkpoint", retention_ms=DEFAULTS.history_retention_ms)
+    first.ensure_tables()
+    rows = []
+    # broker-passed registered 150 s ago with a 120 s timeout; the job died before it expired.
+    for i, (name, age_ms, timeout_ms) in enumerate([("broker-soon", 10_000, 60_000),
+                                                    ("broker-passed", 150_000, 120_000)]):
+        key, value = ev.encode(reg(name, 0, f"127.0.0.1:1{i}911", timeout_ms=timeout_ms))
+        record = {"partition": 0, "offset": i, "timestamp": now - age_ms, "key": key.decode(), "value": value}
+        rows += run_group(name, [record], None, now - age_ms, StepConfig(routing_config(), 1 << 20, 600_000))[2]
+    first.commit(0, rows, {"0": 2}, 2)
+
+    restarted = DeltaSink(tmp_path / "delta", tmp_path / "checkpoint", retention_ms=DEFAULTS.history_retention_ms,
+                          live_flush_ms=60_000)
+    restarted.ensure_tables()
+    assert restarted.deadlines.next_deadline() == now - 150_000 + 120_000  # already passed
+    assert restarted.deadlines.seeds["broker-soon"].due == now - 10_000 + 60_000
+    restarted.commit(1, [], {"0": 2}, 0)  # a batch in which Spark did not call broker-passed
+    after = int(time.time() * 1000)
+    progress = read_progress(tmp_path / "delta")
+    assert progress is not None
+    # broker-soon's seed (50 s ahead) still stands; broker-passed is looked at again in 5 s
+    assert now + RECHECK_MS <= progress["nextDeadline"] <= after + RECHECK_MS

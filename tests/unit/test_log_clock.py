@@ -14,8 +14,9 @@ import json
 import pytest
 
 from pipelines.offset_log import LOG_CLOCK, BatchClocks, LogClock, read_offset_log, read_source_offsets
-from pipelines.step import BACKLOG_RECHECK_MS, StepConfig, run_group
+from pipelines.step import StepConfig, run_group
 from pipelines.step_rows import DEADLINE
+from routeinfo.housekeeping import RECHECK_MS
 from routeinfo.state import GroupState
 from schemas import tables as t
 from tests.helpers import hb, reg, routing_config, topics
@@ -78,8 +79,8 @@ def test_catch_up_expires_nobody_whose_heartbeats_are_still_unread():
                                       CFG, LogClock(since={0: T0}, until={0: T0 + 40_000}))
     assert addrs(state) == {0: "10.0.0.1:10911"} and "BROKER_EXPIRED" not in changes(rows)
     # Past processing time, not past the log: looked at again when the log may have reached the
-    # deadline, but at least every BACKLOG_RECHECK_MS (not at every batch).
-    assert deadline == now + min(T0 + 30_000 + TIMEOUT + 1 - (T0 + 40_000), BACKLOG_RECHECK_MS)
+    # deadline, but at least every RECHECK_MS (not at every batch).
+    assert deadline == now + min(T0 + 30_000 + TIMEOUT + 1 - (T0 + 40_000), RECHECK_MS)
     # A later catch-up batch without this group's records (its Spark timeout fired): still alive.
     state, _, rows = run_group("bn", [], state, now + 500, CFG, LogClock(since={0: T0 + 40_000}, until={0: T0 + 100_000}))
     assert addrs(state) == {0: "10.0.0.1:10911"} and "BROKER_EXPIRED" not in changes(rows)
@@ -91,7 +92,7 @@ def test_catch_up_expires_nobody_whose_heartbeats_are_still_unread():
 def test_a_group_waiting_on_the_log_is_looked_at_when_the_log_may_have_caught_up():
     """A deadline the wall clock passed but the log has not: the next look is when the log may
     reach it (here 300 ms of log time away), not at every batch; with the log further behind,
-    BACKLOG_RECHECK_MS later. A deadline still ahead of the wall clock is kept as it is."""
+    RECHECK_MS later. A deadline still ahead of the wall clock is kept as it is."""
     state, deadline, _ = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911"), 0, T0)], None, T0, CFG,
                                    LogClock(until={0: T0}))
     assert deadline == T0 + TIMEOUT + 1
@@ -99,7 +100,7 @@ def test_a_group_waiting_on_the_log_is_looked_at_when_the_log_may_have_caught_up
     _, near, _ = run_group("bn", [], state, due + 2_000, CFG, LogClock(since={0: T0}, until={0: due - 300}))
     assert near == due + 2_000 + 300
     _, far, _ = run_group("bn", [], state, due + 2_000, CFG, LogClock(since={0: T0}, until={0: T0 + 1_000}))
-    assert far == due + 2_000 + BACKLOG_RECHECK_MS
+    assert far == due + 2_000 + RECHECK_MS
     _, ahead, _ = run_group("bn", [], state, due - 1, CFG, LogClock(since={0: T0}, until={0: T0 + 1_000}))
     assert ahead == due
 
