@@ -49,9 +49,9 @@ class Report:
         self.minutes: float | None = None  # of the full run this report comes from
         self.merged = False
 
-    def begin(self, part: str) -> None:
+    def begin(self, part: str, host_ms: float) -> None:
         self.part = part
-        self.parts[part] = {"rows": [], "sections": [], "time": time.time(), "rerun": self.merged}
+        self.parts[part] = {"rows": [], "sections": [], "time": time.time(), "rerun": self.merged, "host_ms": host_ms}
 
     @property
     def rows(self) -> list[tuple[str, str, str, bool | None]]:  # metric, target, measured, reached
@@ -107,6 +107,11 @@ class Report:
                  if self.parts.get(p, {}).get("rerun")]
         if later:
             out += [f"Parts re-run later with `--only`: {', '.join(later)}.", ""]
+        speeds = [f"{p} {self.parts[p]['host_ms']:.3f}" for p in PARTS if self.parts.get(p, {}).get("host_ms")]
+        if speeds:
+            out += ["Host speed as each part began (`bench.pure.host_speed`: the pure step's heartbeat, ms of CPU per "
+                    "group, lower is faster; parts measured at different speeds compare only as far as these "
+                    f"do): {', '.join(speeds)}.", ""]
         out += [
                "## Targets", "", "| metric | target | measured | reached |", "|---|---|---|---|"]
         for metric, target, measured, reached in self.rows:
@@ -127,6 +132,7 @@ def system_benchmarks(rep: Report, quick: bool) -> None:
     with System(via_run_sh=True) as s:
         assert s.ready_s is not None
         rep.raw["ready_s"] = s.ready_s
+        rep.raw["heartbeat_defer_ms"] = s.cfg.heartbeat_defer_ms
         rep.target("`./run.sh` → ready (set-up done: virtualenv and jars present)", "≤ 15 s",
                    f"{s.ready_s:.1f} s to /readyz 200 (Kafka, job's first batch, a cut served)", s.ready_s <= 15)
         fleet = probes.Fleet(s, groups, period_s=30.0)
@@ -776,7 +782,7 @@ def main(argv: list[str] | None = None) -> int:
     for i, name in enumerate(chosen, 1):
         print(f"\n== {name} (part {i} of {len(chosen)}; {time.monotonic() - began:.0f} s so far)", flush=True)
         started = time.monotonic()
-        rep.begin(name)
+        rep.begin(name, pure.host_speed())
         parts[name](rep, args.quick)
         print(f"== {name} done in {time.monotonic() - started:.0f} s", flush=True)
         rep.save()  # what ran so far is kept even if a later part fails (`--render` writes it out)

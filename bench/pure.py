@@ -30,6 +30,12 @@ def _records(events: list[dict[str, Any]], now: int) -> list[dict[str, Any]]:
     return out
 
 
+def host_speed() -> float:
+    """The pure step's heartbeat, ms of CPU per group (best of 3): the same work on every run, so
+    parts measured on hosts of different speed can be told apart (lower is faster)."""
+    return min(float(step_costs(200, 10)["heartbeat_ms_per_group"]) for _ in range(3))
+
+
 def step_costs(groups: int, topics: int, *, sample: int = 200) -> dict[str, Any]:
     """CPU per group call for a registration and for a heartbeat (the state read back from its
     stored form each time, as Spark hands it over). Measured on `sample` groups, scaled."""

@@ -53,7 +53,7 @@ def figures(raw: dict[str, Any]) -> dict[str, float]:
 
 
 ROWS = (  # key, what, unit, how measured
-    ("cpu_ms_per_quiet_heartbeat", "CPU per heartbeat, quiet fleet (one heartbeat per group per batch)", "ms",
+    ("cpu_ms_per_quiet_heartbeat", "CPU per heartbeat, quiet fleet (a group's heartbeats one call per batch)", "ms",
      "system part: idle cost of 1,000 brokers heartbeating every 30 s ÷ 33.3 heartbeats/s"),
     ("cpu_ms_per_heartbeat_100k", "CPU per heartbeat, 100,000 groups (one per group per batch)", "ms",
      "scale part: job CPU while 100,000 groups heartbeat ÷ heartbeats/s offered"),
@@ -165,15 +165,19 @@ def floors(raw: dict[str, Any]) -> list[str]:
     plumbing = _plumbing_cpu_ms(raw)
     idle = raw.get("idle")
     if idle:
-        line = (f"- **Idle cost** ({idle['core_pct']:.1f} % of a core for 1,000 quiet brokers): each heartbeat is a "
-                "call of the stateful step for its group, once per batch (batches every NAMESRV_HEARTBEAT_DEFER_MS, "
-                "30 s, plus the 60 s liveness flush).")
+        defer_s = raw.get("heartbeat_defer_ms", 30_000) / 1000
+        calls_per_s = 1000 / max(PERIOD_S, defer_s)  # each group once per batch
+        line = (f"- **Idle cost** ({idle['core_pct']:.1f} % of a core for 1,000 quiet brokers): each group's "
+                f"heartbeats are one call of the stateful step per batch (batches every NAMESRV_HEARTBEAT_DEFER_MS, "
+                f"{defer_s:.0f} s, so {calls_per_s:.1f} calls/s).")
         if plumbing is not None:
             line += (f" PySpark's plumbing for one group call costs {plumbing:.2f} ms of CPU (stateapi section, "
-                     f"1,000 groups per batch), so the calls alone are {plumbing * 1000 / PERIOD_S / 10:.1f} % of a "
+                     f"1,000 groups per batch), so the calls alone are {plumbing * calls_per_s / 10:.1f} % of a "
                      "core; the rest is the per-batch fixed cost (Python source, shuffle, state store commit, "
-                     "Spark's offset and commit logs, the sink). py-spy over the Python workers: 93 % of their "
-                     "samples in PySpark's per-group code (Arrow to pandas, the output frame), 4 % in the step.")
+                     "Spark's offset and commit logs, the sink) and the job's own columns. py-spy over the Python "
+                     "workers: most samples in PySpark's per-group code (each input column to pandas and their "
+                     "concatenation, the state and output frames), few in the step; the stage's input is therefore "
+                     "two columns and the step's output object columns (README, Performance).")
         out.append(line + " What would move it: heartbeats that change nothing folded by the source and merged "
                    "into `broker_live` columnar, the step called only at a group's timeout (docs/scaling.md).")
     fresh = raw.get("freshness")
