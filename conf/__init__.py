@@ -87,12 +87,12 @@ class Config:
         "`./run.sh` also starts a standby job: its SparkSession is up, it waits for the job lock in the data "
         "directory and runs the query the moment the active job dies (costs a second idle driver; one host only, "
         "the lock is a local flock; measured no faster than the plain restart, see README)")
-    # One NAMESRV_LIVE_FLUSH_MS window: liveness is served once per window anyway, so heartbeats
-    # wait for it, and a quiet fleet costs one batch per window with each group called once in it
-    # (1,000 brokers heartbeating every 30 s: 10 s cost 18 % of a core, 30 s 11 %; on a slower
-    # host, 30 s 16-18 % and 60 s 10-14 %, side by side). Expiry does not wait for it: a due group
-    # timeout admits a batch, which reads every waiting heartbeat first.
-    heartbeat_defer_ms: int = setting("NAMESRV_HEARTBEAT_DEFER_MS", 60000,
+    # 30 s, one of RocketMQ's heartbeat periods: a quiet fleet then costs one batch per period, each
+    # group called once in it (1,000 brokers: 10 s cost 18 % of a core, 30 s 11 %; BENCHMARKS.md).
+    # Expiry does not wait for it: a due group timeout admits a batch, which reads every waiting
+    # heartbeat first, so that batch grows with the deferral: 60 s measured 30-40 % less idle CPU
+    # but expiry overshoot 2.1-2.4 s against 1.1-1.9 s, side by side (the target is 2 s).
+    heartbeat_defer_ms: int = setting("NAMESRV_HEARTBEAT_DEFER_MS", 30000,
                                       "heartbeats alone wait up to this long for a batch (0 = a batch every trigger)")
     broker_timeout_ms: int = setting("NAMESRV_BROKER_TIMEOUT_MS", 120000,
                                      "default `heartbeatTimeoutMillis` of a broker that sends none", positive=True)
