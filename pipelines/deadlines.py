@@ -9,8 +9,8 @@ its earliest `lastUpdateTimestamp + heartbeatTimeoutMillis`, never later than th
 is still unheard when its seed passed has a later timeout, not yet known: it is looked at again
 every `recheck_ms`, until it reports or until even the latest timeout it can have has passed (the
 table's newest liveness plus one flush window: then the state holds no timeout for it). Without
-seeds, an expiry due soon after a restart would wait for the next batch heartbeats start, up to
-NAMESRV_HEARTBEAT_DEFER_MS.
+seeds, an expiry due soon after a restart would wait for whatever batch ran next, up to
+NAMESRV_HEARTBEAT_DEFER_MS later.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class DeadlineBook:
                 self.reported.pop(group, None)
             else:
                 self.reported[group] = deadline
-        for group, s in list(self.seeds.items()):
+        for group, s in list(self.seeds.items()):  # empty once a restarted job heard every group
             if s.due <= now_ms:
                 if now_ms >= s.give_up:
                     del self.seeds[group]

@@ -205,11 +205,12 @@ class DeltaSink:
             log.info("batch %d: %d record(s), tables %s, %d change(s), %.0f ms", batch_id, consumed,
                      ",".join(sorted(plan.replace)) or "-", len(plan.changes), (time.time() - started) * 1000,
                      extra={"batchId": batch_id, "snapshotId": batch_id})
-        self.deadlines.update(plan.deadlines, int(time.time() * 1000))
+        done_ms = int(time.time() * 1000)
+        self.deadlines.update(plan.deadlines, done_ms)
         self.fault("before:progress")
-        self._count(plan, consumed, time.time() - started)
+        self._count(plan, consumed, done_ms / 1000 - started)
         write_progress(self.warehouse, {"batchId": batch_id, "snapshotId": self._latest_snapshot,
-                                        "sourceOffsets": offsets, "time": int(time.time() * 1000),
+                                        "sourceOffsets": offsets, "time": done_ms,
                                         "eventCount": consumed,
                                         "nextDeadline": self.deadlines.next_deadline(),
                                         "jobStartedAt": self.started_ms})

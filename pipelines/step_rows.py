@@ -23,7 +23,7 @@ from schemas import tables as t
 OUTPUT_SCHEMA = ("owner string, target string, body string, raw binary, rawKey string, "
                  "partition int, offset long, kafkaTimestamp long")
 
-COLUMNS = ("owner", "target", "body", "raw", "rawKey", "partition", "offset", "kafkaTimestamp")  # OUTPUT_SCHEMA's order
+COLUMNS = tuple(field.split()[0] for field in OUTPUT_SCHEMA.split(", "))  # the step's output frame, in order
 
 DEAD_LETTER = t.DEAD_LETTER.name
 ROUTE_CHANGES = t.ROUTE_CHANGES.name
