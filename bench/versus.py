@@ -34,12 +34,22 @@ def _table(prefix: str, g: int, topics: int) -> dict[str, dict[str, Any]]:
     return {f"{prefix}-{g}-{i}": {"readQueueNums": 4, "writeQueueNums": 4} for i in range(topics)}
 
 
-class RemotingFleet:
-    """`brokers` registered over `POOL` connections, heartbeating every `period_s` from a thread."""
+# How the fleet keeps itself alive after registering. A RocketMQ broker with default settings
+# re-sends its whole REGISTER_BROKER every registerNameServerPeriod (30 s), data version unchanged
+# (`BrokerController.start`: registerBrokerAll(true, false, forceRegister=true)); BROKER_HEARTBEAT
+# (904) is sent only with enableSlaveActingMaster.
+REGISTER, HEARTBEAT = "register", "heartbeat"
 
-    def __init__(self, addr: str, brokers: int, topics: int, *, period_s: float = 30.0,
+
+class RemotingFleet:
+    """`brokers` registered over `POOL` connections, then alive every `period_s` from a thread:
+    a full re-registration (`REGISTER`, the default broker's way) or a one-way 904 (`HEARTBEAT`)."""
+
+    def __init__(self, addr: str, brokers: int, topics: int, *, period_s: float = 30.0, mode: str = HEARTBEAT,
                  access_key: str | None = None, secret_key: str | None = None) -> None:
-        self.addr, self.brokers, self.period = addr, brokers, period_s
+        if mode not in (REGISTER, HEARTBEAT):
+            raise ValueError(f"fleet mode {mode!r}: expected {REGISTER!r} or {HEARTBEAT!r}")
+        self.addr, self.brokers, self.period, self.mode, self.topics = addr, brokers, period_s, mode, topics
         self.conns = [RemotingClient(addr, timeout_s=120, access_key=access_key, secret_key=secret_key)
                       for _ in range(POOL)]
         started = time.monotonic()
@@ -55,6 +65,7 @@ class RemotingFleet:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True)
         self.sent = 0
+        self.failures: list[str] = []  # refused re-registrations
 
     def _register(self, i: int, topics: int, failures: list[str], window: int = 16) -> None:
         """Connection i's brokers, pipelined (at most `window` answers outstanding), as a broker
@@ -62,13 +73,17 @@ class RemotingFleet:
         c, mine = self.conns[i], list(range(i, self.brokers, POOL))
         outstanding = 0
         for g in mine:
-            c.send(codes.REGISTER_BROKER, *registration_request(cluster=CLUSTER, broker_name=f"vs-{g}", broker_id=0,
-                                                                addr=_addr(g), topics=_table("VsTopic", g, topics)))
+            c.send(codes.REGISTER_BROKER, *self._registration(g, topics))
             outstanding += 1
             if outstanding >= window:
                 outstanding -= self._answer(c, failures)
         while outstanding:
             outstanding -= self._answer(c, failures)
+
+    @staticmethod
+    def _registration(g: int, topics: int) -> tuple[dict[str, str], bytes]:
+        return registration_request(cluster=CLUSTER, broker_name=f"vs-{g}", broker_id=0, addr=_addr(g),
+                                    topics=_table("VsTopic", g, topics))
 
     @staticmethod
     def _answer(c: RemotingClient, failures: list[str]) -> int:
@@ -84,12 +99,24 @@ class RemotingFleet:
     def _beat(self) -> None:
         tick, g = 0.5, 0
         per_tick = max(1, round(self.brokers * tick / self.period))
+        bodies = {}  # a broker re-sends the same registration: encoded once, as its bytes do not change
         while not self._stop.wait(tick):
+            waiting: dict[int, int] = {}
             for _ in range(per_tick):
-                self.conns[g % POOL].send(codes.BROKER_HEARTBEAT, {
-                    "clusterName": CLUSTER, "brokerAddr": _addr(g), "brokerName": f"vs-{g}"}, oneway=True)
+                conn = g % POOL
+                if self.mode == HEARTBEAT:
+                    self.conns[conn].send(codes.BROKER_HEARTBEAT, {
+                        "clusterName": CLUSTER, "brokerAddr": _addr(g), "brokerName": f"vs-{g}"}, oneway=True)
+                else:
+                    if g not in bodies:
+                        bodies[g] = self._registration(g, self.topics)
+                    self.conns[conn].send(codes.REGISTER_BROKER, *bodies[g])
+                    waiting[conn] = waiting.get(conn, 0) + 1
                 g = (g + 1) % self.brokers
                 self.sent += 1
+            for conn, n in waiting.items():  # a broker waits for its registration's answer
+                for _ in range(n):
+                    self._answer(self.conns[conn], self.failures)
 
     def close(self) -> None:
         self._stop.set()

@@ -174,6 +174,7 @@ def read_events(spark: Any, cfg: Config) -> Any:
                 .option("partitions", str(cfg.kafka_partitions))
                 .option("maxRecordsPerBatch", str(cfg.max_records_per_batch))
                 .option("heartbeatDeferMs", str(cfg.heartbeat_defer_ms))
+                .option("brokerTimeoutMs", str(cfg.broker_timeout_ms))
                 .option("progressDir", str(cfg.warehouse)).load())
     from pyspark.sql.functions import col, unix_millis
     return (spark.readStream.format("kafka")

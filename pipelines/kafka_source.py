@@ -28,7 +28,8 @@ from eventlog.topics import ensure_topic
 from pipelines import admission
 from pipelines.admission import TICK, Backlog
 from pipelines.offset_log import LOG_CLOCK
-from schemas.events import BROKER_HEARTBEAT, TYPE_HEADER
+from routeinfo.liveness import LivenessLedger
+from schemas.events import TYPE_HEADER
 from schemas.progress import read_progress
 
 SOURCE_NAME = "namesrv_kafka"
@@ -49,7 +50,6 @@ class KafkaRange(InputPartition):
 # source's cost. Process-local and rebuilt after any error, so it holds no state that matters.
 _READERS: dict[str, Any] = {}
 
-_HEARTBEAT = BROKER_HEARTBEAT.encode()
 _SCAN_LIMIT = 5000  # waiting records looked at to tell heartbeats from the rest
 
 
@@ -71,7 +71,8 @@ def _drop_reader_consumer(bootstrap: str) -> None:
 
 class KafkaEventSource(DataSource):
     """Options (all required): bootstrap, topic, partitions (when creating the topic),
-    maxRecordsPerBatch, heartbeatDeferMs, progressDir (where the sink writes `_progress.json`)."""
+    maxRecordsPerBatch, heartbeatDeferMs, brokerTimeoutMs (NAMESRV_BROKER_TIMEOUT_MS, for telling
+    liveness signals from changes), progressDir (where the sink writes `_progress.json`)."""
 
     @classmethod
     def name(cls) -> str:
@@ -100,7 +101,12 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.defer_ms = int(options["heartbeatdeferms"])
         self.progress_dir = options["progressdir"]
         self._last_run = 0.0
-        self._scan: dict[int, tuple[int, int, bool, int | None]] = {}  # p -> (from, scanned to, urgent, oldest ts)
+        # What the scan of waiting records found (see `_scan_pending`): per partition, the offset the
+        # ledger has looked at up to, and (offset, liveness signal, record time) of each record
+        # looked at and not read by a batch yet.
+        self._ledger = LivenessLedger(default_timeout_ms=int(options["brokertimeoutms"]))
+        self._observed: dict[int, int] = {}
+        self._marks: dict[int, list[tuple[int, bool, int]]] = {}
 
     # -- driver side
     def _tps(self):
@@ -176,7 +182,9 @@ class KafkaStreamReader(DataSourceStreamReader):
                                waiting_records=waiting, full_batch=self.max_records)
         if run:
             self._last_run = now
-            self._scan.clear()
+            if pending:  # a cheaper rule decided: the ledger still looks at what the batch will read
+                self._scan_pending(pending)
+            self._consumed(out)
             out = {**out, LOG_CLOCK: self._log_clock(start, out, ends, int(now))}
         return admission.offsets_to_run(start, out, run=run)
 
@@ -218,39 +226,60 @@ class KafkaStreamReader(DataSourceStreamReader):
         return deadline
 
     def _scan_pending(self, pending: dict[int, tuple[int, int]]) -> Backlog:
-        """Whether any waiting record is not a heartbeat, and the oldest waiting heartbeat's time.
-        Records are looked at once (the scan resumes where it stopped); a range that went
-        backwards (log reset) or is too long to be worth scanning counts as urgent."""
+        """Whether any waiting record is not a liveness signal, and the oldest waiting signal's time.
+
+        Every record is looked at once, in log order, by the ledger (`routeinfo.liveness`), which
+        tells an unchanged re-registration from a change; what it said is kept until a batch reads
+        the record. A range that went backwards (log reset) or is too long to be worth looking at
+        counts as urgent (and the ledger, which will not have seen it, starts over when it is read)."""
         from kafka import TopicPartition
         urgent_any, oldest_all = False, None
         for p, (s, e) in sorted(pending.items()):
-            if e < s or e - s > _SCAN_LIMIT:
+            upto = self._observed.get(p)
+            if e < s or upto is None or upto < s:  # new partition, log reset or records skipped
+                if upto is not None:
+                    self._ledger.clear()
+                self._marks.pop(p, None)
+                upto = self._observed[p] = s
+            if e < s or e - upto > _SCAN_LIMIT:
                 return Backlog(urgent=True, oldest_heartbeat_ms=None)
-            frm, upto, urgent, oldest = self._scan.get(p, (s, s, False, None))
-            if frm != s:  # a batch consumed part of it since: start over
-                frm, upto, urgent, oldest = s, s, False, None
-            if upto < e and not urgent:
+            marks = self._marks.setdefault(p, [])
+            if upto < e:
                 c = self._client()
                 tp = TopicPartition(self.topic, p)
                 c.assign([tp])
                 c.seek(tp, upto)
                 deadline = time.monotonic() + 2
-                while upto < e and not urgent and time.monotonic() < deadline:
+                while upto < e and time.monotonic() < deadline:
                     for rec in c.poll(timeout_ms=200, max_records=_SCAN_LIMIT).get(tp, []):
                         if rec.offset < upto or rec.offset >= e:
                             continue
-                        if not any(k == TYPE_HEADER and v == _HEARTBEAT for k, v in rec.headers or ()):
-                            urgent = True
-                            break
-                        oldest = rec.timestamp if oldest is None else min(oldest, rec.timestamp)
+                        kind = next((v.decode("utf-8", "replace") for k, v in rec.headers or () if k == TYPE_HEADER),
+                                    None)
+                        key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
+                        marks.append((rec.offset, self._ledger.observe(key, kind, rec.value, rec.timestamp),
+                                      rec.timestamp))
                         upto = rec.offset + 1
-                if upto < e and not urgent:
-                    urgent = True  # could not look at everything in time: do not hold records back
-            self._scan[p] = (frm, upto, urgent, oldest)
+                self._observed[p] = upto
+            waiting = [(liveness, ts) for off, liveness, ts in marks if s <= off < e]
+            urgent = upto < e or not all(liveness for liveness, _ in waiting)  # not looked at in time: no waiting
+            oldest = min((ts for _, ts in waiting), default=None)
             urgent_any = urgent_any or urgent
             if oldest is not None:
                 oldest_all = oldest if oldest_all is None else min(oldest_all, oldest)
         return Backlog(urgent=urgent_any, oldest_heartbeat_ms=oldest_all)
+
+    def _consumed(self, out: dict) -> None:
+        """A batch reads up to `out`: forget what the scan said of those records; a record the
+        ledger did not see means it no longer knows the log, so it starts over."""
+        for key, end in out.items():
+            if not admission.is_partition(key):
+                continue
+            p, end = int(key), int(end)
+            if self._observed.get(p, -1) < end:
+                self._ledger.clear()
+                self._observed[p] = end
+            self._marks[p] = [m for m in self._marks.get(p, []) if m[0] >= end]
 
     def _ends_now(self) -> dict[int, int]:
         tps = self._tps()

@@ -69,3 +69,29 @@ def test_heartbeats_wait_registrations_do_not_and_timeouts_run_on_time(pipe, fig
     assert batches <= 9000 // DEFER_MS + 4, f"{batches} batches for {triggers} triggers"
     figures(f"admission: registration served {register_s:.2f} s; 9 s of heartbeats → {batches} batches "
             f"({triggers} triggers); silent broker removed {overshoot:.2f} s after its timeout")
+
+
+def test_unchanged_re_registrations_wait_like_heartbeats_and_a_changed_one_does_not(pipe, figures):
+    """A broker with default settings re-sends its whole registration every 30 s, data version
+    unchanged: a liveness signal (routeinfo/liveness.py), which keeps it alive without a batch
+    per trigger; the first one that registers something new is served at once."""
+    c = ("adm-c", 0, "127.0.0.1:31941")
+    tps = topics("AdmReg", "AdmRegBase")
+    pipe.wait_served(pipe.publish([reg(*c, tps=tps, timeout_ms=6000)]), timeout=30)
+    first = batch_id(pipe)
+    deadline = time.monotonic() + 8  # longer than its timeout: only the re-registrations keep it alive
+    sent = 0
+    while time.monotonic() < deadline:
+        pipe.publish([reg(*c, tps=tps, timeout_ms=6000)])
+        sent += 1
+        time.sleep(0.4)
+    batches = batch_id(pipe) - first
+    assert route_brokers(pipe, "AdmReg") == ["adm-c"]
+    assert batches <= 8000 // DEFER_MS + 3, f"{batches} batches for {sent} unchanged re-registrations"
+    t0 = time.monotonic()
+    pipe.wait_served(pipe.publish([reg(*c, tps={**tps, **topics("AdmRegNew")}, timeout_ms=6000)]), timeout=30)
+    changed_s = time.monotonic() - t0
+    assert route_brokers(pipe, "AdmRegNew") == ["adm-c"]
+    assert changed_s < 3, "a registration that changes something must not wait for the deferral"
+    figures(f"admission: {sent} unchanged re-registrations in 8 s → {batches} batches; "
+            f"a changed one served in {changed_s:.2f} s")

@@ -1,0 +1,142 @@
+"""routeinfo.liveness: which log records only keep a broker alive (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from routeinfo.liveness import LivenessLedger
+from schemas import events as ev
+
+TIMEOUT = 120_000
+T0 = 1_000_000
+
+
+def registration(addr: str = "10.0.0.1:10911", *, name: str = "b", broker_id: int = 0,
+                 topics: dict[str, Any] | None = None, counter: int = 1, timestamp: int | None = T0,
+                 **extra: Any) -> dict[str, Any]:
+    e = ev.register_broker_event(cluster="C", broker_name=name, broker_id=broker_id, addr=addr,
+                                 topics=topics or {"T": {}}, data_version={"timestamp": 1, "counter": counter,
+                                                                          "stateVersion": 0},
+                                 timestamp=timestamp)
+    e.update(extra)
+    return e
+
+
+def observe(ledger: LivenessLedger, event: dict[str, Any], at: int) -> bool:
+    key, value = ev.encode(event)
+    return ledger.observe(key.decode(), event["type"], value, at)
+
+
+def ledger() -> LivenessLedger:
+    return LivenessLedger(default_timeout_ms=TIMEOUT)
+
+
+def test_a_heartbeat_is_a_liveness_signal_even_of_an_unknown_broker():
+    assert observe(ledger(), ev.heartbeat_event(cluster="C", broker_name="b", broker_id=0, addr="a:1"), T0)
+
+
+def test_the_first_registration_is_a_change_and_its_unchanged_repeat_a_liveness_signal():
+    led = ledger()
+    assert not observe(led, registration(), T0)
+    # the producer's timestamp differs at every re-send; what it registers does not
+    assert observe(led, registration(timestamp=T0 + 30_000), T0 + 30_000)
+    assert observe(led, registration(timestamp=None), T0 + 60_000)
+
+
+def test_a_registration_that_differs_in_anything_it_registers_is_a_change():
+    for changed in (registration(counter=2), registration(topics={"T": {}, "U": {}}),
+                    registration(broker_id=1), registration(haServerAddr="h:1"),
+                    registration(heartbeatTimeoutMillis=5_000), registration(filterServerList=["f:1"])):
+        led = ledger()
+        assert not observe(led, registration(), T0)
+        assert not observe(led, changed, T0 + 1), changed
+        assert observe(led, changed, T0 + 2), changed  # and is the one compared with from then on
+
+
+def test_a_write_to_the_group_between_makes_the_repeat_a_change():
+    # RocketMQ re-adds a deleted topic at the next registration with the same data version
+    for between in (ev.delete_topic_event("T", "b"), ev.wipe_write_perm_event("b"),
+                    ev.unregister_broker_event(cluster="C", broker_name="b", broker_id=0, addr="10.0.0.1:10911")):
+        led = ledger()
+        assert not observe(led, registration(), T0)
+        assert not observe(led, between, T0 + 1)
+        assert not observe(led, registration(), T0 + 2), between
+        assert observe(led, registration(), T0 + 3)
+
+
+def test_another_groups_writes_do_not_matter():
+    led = ledger()
+    assert not observe(led, registration(), T0)
+    assert not observe(led, ev.delete_topic_event("T", "other"), T0 + 1)
+    assert not observe(led, ev.put_kv_event("ns", "k", "v"), T0 + 1)
+    assert observe(led, registration(), T0 + 2)
+
+
+def test_a_slave_joining_leaves_the_masters_repeat_a_liveness_signal_and_both_settle():
+    led = ledger()
+    assert not observe(led, registration(), T0)
+    assert not observe(led, registration("10.0.0.2:10911", broker_id=1), T0 + 1)
+    for i in range(1, 4):  # a steady group: every re-registration of either address is liveness
+        assert observe(led, registration(), T0 + i * 30_000)
+        assert observe(led, registration("10.0.0.2:10911", broker_id=1), T0 + i * 30_000 + 1)
+
+
+def test_taking_a_known_addresss_id_or_moving_the_groups_shared_fields_makes_the_others_changes():
+    for intruder in (registration("10.0.0.9:10911", broker_id=0),  # a new master for id 0
+                     registration("10.0.0.2:10911", broker_id=1, zoneName="z2"),
+                     registration("10.0.0.2:10911", broker_id=1, enableActingMaster=True)):
+        led = ledger()
+        assert not observe(led, registration(), T0)
+        assert not observe(led, intruder, T0 + 1)
+        assert not observe(led, registration(), T0 + 2), intruder
+
+
+def test_an_address_silent_for_half_its_timeout_may_have_expired_so_its_repeat_is_a_change():
+    led = ledger()
+    assert not observe(led, registration(), T0)
+    assert observe(led, registration(), T0 + TIMEOUT // 2 - 1)
+    assert not observe(led, registration(), T0 + TIMEOUT - 1)  # silent for TIMEOUT // 2
+    assert observe(led, registration(), T0 + TIMEOUT)
+
+
+def test_heartbeats_keep_the_address_known_alive():
+    led = ledger()
+    assert not observe(led, registration(), T0)
+    for i in range(1, 6):
+        assert observe(led, ev.heartbeat_event(cluster="C", broker_name="b", broker_id=0, addr="10.0.0.1:10911"),
+                       T0 + i * 30_000)
+    assert observe(led, registration(), T0 + 6 * 30_000)
+
+
+def test_another_address_of_the_group_gone_silent_makes_the_repeat_a_change():
+    # the silent slave may have expired: a group changed without a record in the log
+    led = ledger()
+    assert not observe(led, registration(), T0)
+    assert not observe(led, registration("10.0.0.2:10911", broker_id=1), T0)
+    assert observe(led, registration(), T0 + 30_000)
+    assert not observe(led, registration(), T0 + TIMEOUT // 2 + 30_000)
+
+
+def test_the_registrations_own_timeout_counts():
+    led = ledger()
+    assert not observe(led, registration(heartbeatTimeoutMillis=10_000), T0)
+    assert observe(led, registration(heartbeatTimeoutMillis=10_000), T0 + 4_999)
+    assert not observe(led, registration(heartbeatTimeoutMillis=10_000), T0 + 10_000)
+
+
+def test_chunks_and_unreadable_records_are_changes_and_forget_the_group():
+    led = ledger()
+    assert not observe(led, registration(), T0)
+    chunk = {**registration(), "chunk": {"index": 0, "count": 2}}
+    assert not observe(led, chunk, T0 + 1)
+    assert not observe(led, registration(), T0 + 2)
+    assert not led.observe("b", ev.REGISTER_BROKER, b"{not json", T0 + 3)
+    assert not observe(led, registration(), T0 + 4)
+    assert not led.observe(None, ev.REGISTER_BROKER, None, T0 + 5)
+
+
+def test_clear_forgets_everything():
+    led = ledger()
+    assert not observe(led, registration(), T0)
+    led.clear()
+    assert not observe(led, registration(), T0 + 1)
