@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 PARTS = ("system", "ingestion", "serving", "offline", "memory", "scale", "cluster", "stateapi", "sources", "writers", "remoting",
-         "versus")
+         "versus", "fleet")
 LAST_RUN = ROOT / "bench" / "last-run.json"
 SCALING = ROOT / "docs" / "scaling.md"
 
@@ -730,6 +730,78 @@ def versus_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> N
                f"{_s(o['expiry']['p50_s'], 1)} vs {_s(j['expiry']['p50_s'], 1)} s", None)
 
 
+FLEET_PLOT = ROOT / "docs" / "fleet-cost.png"
+
+
+def fleet_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> None:
+    """A default-configured fleet (re-registrations every 30 s, 106 every 5 s, then 904s), ours and
+    RocketMQ's NameServer one after the other (bench/fleet.py)."""
+    from bench import fleet
+    from ops import rocketmq_software as rmq
+    from ops.procs import tree
+    sizes = sizes or ((200,) if quick else (1000,))
+    seconds = 20 if quick else 60
+    results: dict[str, dict[int, dict[str, Any]]] = {"ours": {}, "rocketmq": {}}
+    for n in sizes:
+        topics = 10 if n <= 1000 else 100
+        with System() as s:
+            results["ours"][n] = fleet.measure_side(
+                f"127.0.0.1:{s.cfg.remoting_port}", n, topics, seconds,
+                lambda: [p.pid for p in tree(s.launcher.pid)],  # type: ignore[union-attr]
+                lambda: {p.pid: p.role for p in tree(s.launcher.pid)})  # type: ignore[union-attr]
+        java_ns = rmq.start_namesrv(heap="2g", full_jit=True)
+        try:
+            results["rocketmq"][n] = fleet.measure_side(java_ns.addr, n, topics, seconds,
+                                                        lambda: [java_ns.proc.pid])  # noqa: B023
+        finally:
+            java_ns.cleanup()
+        results["ours"][n]["topics"] = results["rocketmq"][n]["topics"] = topics
+    rep.raw["fleet"] = results
+    fleet.plot(results, FLEET_PLOT)
+    lines = [
+        "A fleet as RocketMQ brokers with default settings behave (`bench/fleet.py`): every broker registered once "
+        f"over kept-open connections ({versus_pool()}), then a full REGISTER_BROKER with an unchanged data version "
+        "every 30 s spread over the period (`register`: the liveness path alone); the same plus every broker's "
+        "GET_BROKER_CLUSTER_INFO every 5 s (`register+106`: the whole default fleet); then BROKER_HEARTBEAT (904) "
+        f"instead of the re-registrations (`heartbeat`). Each phase settles for {fleet.SETTLE_S:.0f} s and is measured "
+        f"for {seconds} s over every process of the side (ours: the launcher's tree, Tansu included; RocketMQ: "
+        "NamesrvStartup, 2 GiB heap ceiling, full JIT). One side after the other, in this run, on this machine.", "",
+        f"![CPU per liveness signal against fleet size]({FLEET_PLOT.relative_to(ROOT / 'docs').as_posix()})", "",
+        "| brokers × topics | phase | CPU ours / RocketMQ, % of a core | ratio | PSS ours / RocketMQ, MiB | "
+        "CPU per signal ours / RocketMQ, ms | ours by process, % of a core |",
+        "|---|---|---|---|---|---|---|"]
+    for n in sizes:
+        o, j = results["ours"][n], results["rocketmq"][n]
+        for name, _, _ in fleet.PHASES:
+            a, b = o[name], j[name]
+            roles = ", ".join(f"{k} {v}" for k, v in a.get("per_role_pct", {}).items())
+            lines.append(f"| {n:,} × {o['topics']} | {name} | {a['cpu_pct']:.1f} / {b['cpu_pct']:.1f} | "
+                         f"{a['cpu_pct'] / b['cpu_pct']:.2f} | {a['pss_mib']:.0f} / {b['pss_mib']:.0f} | "
+                         f"{fleet.per_signal_ms(a):.3f} / {fleet.per_signal_ms(b):.3f} | {roles} |")
+        lines.append(f"| {n:,} × {o['topics']} | first registrations, until the last route is answered, s | "
+                     f"{o['registered_s']:.1f} / {j['registered_s']:.1f} | {o['registered_s'] / j['registered_s']:.1f} "
+                     "| | | |")
+    rep.section("A default-configured fleet, side by side with RocketMQ's NameServer", lines)
+    n = 1000 if 1000 in sizes else sizes[0]
+    o, j = results["ours"][n], results["rocketmq"][n]
+    ratio = o["register"]["cpu_pct"] / j["register"]["cpu_pct"]
+    rep.target(f"liveness path: {n:,} brokers re-registering every 30 s, CPU vs RocketMQ's", "≤ 2×",
+               f"{o['register']['cpu_pct']:.1f} vs {j['register']['cpu_pct']:.1f} % of a core ({ratio:.1f}×)",
+               ratio <= 2)
+    whole = o["register+106"]
+    ratio = whole["cpu_pct"] / j["register+106"]["cpu_pct"]
+    rep.target(f"whole default fleet: {n:,} brokers, also 106 every 5 s, CPU vs RocketMQ's; PSS",
+               "≤ 1.5×; ≤ 1.0 GiB", f"{whole['cpu_pct']:.1f} vs {j['register+106']['cpu_pct']:.1f} % of a core "
+               f"({ratio:.1f}×); PSS {whole['pss_mib']:.0f} MiB", ratio <= 1.5 and whole["pss_mib"] <= 1024)
+    rep.target(f"{n:,} first registrations served", "≤ 3 s",
+               f"{o['registered_s']:.1f} s (RocketMQ {j['registered_s']:.1f} s)", o["registered_s"] <= 3)
+
+
+def versus_pool() -> str:
+    from bench import versus
+    return f"{versus.POOL} connections"
+
+
 def _shown(side: dict[str, Any], value: float | None, label: str, fmt: str) -> str:
     """A versus cell: the figure (with the max for freshness), or why it was not reached."""
     if value is None:
@@ -751,6 +823,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="run only these parts (repeatable); their rows replace those of the last run in BENCHMARKS.md")
     ap.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")
     ap.add_argument("--versus-sizes", default="", help="fleet sizes of the versus part, e.g. 1000,10000")
+    ap.add_argument("--fleet-sizes", default="",
+                    help="fleet sizes of the fleet part, e.g. 1000,10000 (10 topics each up to 1,000, then 100)")
     ap.add_argument("--render", action="store_true",
                     help="run nothing: write BENCHMARKS.md and docs/scaling.md again from the last run's figures")
     args = ap.parse_args(args_list)
@@ -777,7 +851,8 @@ def main(argv: list[str] | None = None) -> int:
         "stateapi": stateapi_benchmark,
         "sources": sources_benchmark, "writers": writers_benchmark,
         "remoting": remoting_benchmark,
-        "versus": partial(versus_benchmark, sizes=tuple(int(x) for x in args.versus_sizes.split(",") if x))}
+        "versus": partial(versus_benchmark, sizes=tuple(int(x) for x in args.versus_sizes.split(",") if x)),
+        "fleet": partial(fleet_benchmark, sizes=tuple(int(x) for x in args.fleet_sizes.split(",") if x))}
     chosen = [name for name in parts if not args.only or name in args.only]
     began = time.monotonic()
     for i, name in enumerate(chosen, 1):

@@ -94,7 +94,8 @@ class Config:
     # (bench: 8.6 against 14.2 %; versus, 1,000 brokers: 10.3 against 20.6 %); its expiry overshoot
     # was 2.1-2.4 s against 1.1-3.1 s at 30 s, too noisy there to call (the target is 2 s).
     heartbeat_defer_ms: int = setting("NAMESRV_HEARTBEAT_DEFER_MS", 30000,
-                                      "heartbeats alone wait up to this long for a batch (0 = a batch every trigger)")
+                                      "liveness signals alone (heartbeats, unchanged re-registrations) wait up to this long "
+                                      "for a batch (0 = a batch every trigger)")
     broker_timeout_ms: int = setting("NAMESRV_BROKER_TIMEOUT_MS", 120000,
                                      "default `heartbeatTimeoutMillis` of a broker that sends none", positive=True)
     max_clock_skew_ms: int = setting("NAMESRV_MAX_CLOCK_SKEW_MS", 300000,

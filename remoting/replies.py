@@ -59,7 +59,7 @@ def get_route(snap: Snapshot, ext: Mapping[str, str]) -> Reply:
 
 
 def cluster_info(snap: Snapshot, ext: Mapping[str, str]) -> Reply:
-    return ok(route_reads.cluster_info(snap))
+    return ok(route_reads.cluster_info_body(snap))
 
 
 def _listed(build: Callable[[], dict[str, Any]]) -> Reply:

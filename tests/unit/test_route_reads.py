@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from routeinfo import route_reads
 from tests.helpers import cut, reg, topics
 
@@ -71,3 +73,12 @@ def test_holder_of_an_address_is_found_in_its_cluster_only():
     assert route_reads.holder_of(snap, "C1", "10.0.0.1:1") == ("broker-a", 1)
     assert route_reads.holder_of(snap, "C2", "10.0.0.1:1") is None
     assert route_reads.holder_of(snap, "C1", "10.0.0.9:1") is None
+
+
+def test_the_cluster_info_body_is_encoded_once_per_cut():
+    snap = cut(reg("broker-a", 0, "10.0.0.1:1"), reg("broker-b", 0, "10.0.0.3:1"))
+    body = route_reads.cluster_info_body(snap)
+    assert json.loads(body) == json.loads(json.dumps(route_reads.cluster_info(snap)))
+    assert route_reads.cluster_info_body(snap) is body  # kept with the cut, not rebuilt per request
+    other = cut(reg("broker-a", 0, "10.0.0.1:1"))
+    assert json.loads(route_reads.cluster_info_body(other))["clusterAddrTable"] == {"DefaultCluster": ["broker-a"]}
