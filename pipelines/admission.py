@@ -12,8 +12,12 @@ offsets that differ from the start. `decide` says when that should be:
   change nothing visible, so they may wait for company);
 - the earliest group timeout the sink reported (`nextDeadline`) is due: an expiry or a
   broker_live flush (see `routeinfo/housekeeping.py` for the whole expiry path);
-- `defer_ms` passed without a batch (a safety net: the sink's deadline book, seeded from
-  broker_live after a restart, already schedules every timeout Spark holds).
+- records wait and `defer_ms` passed without a batch;
+- nothing waits and `IDLE_BATCH_MS` passed without a batch: a safety net for a timeout the
+  sink's deadline book cannot know (the book hears every group's timeout from the step and,
+  after a restart, starts from broker_live; a chunked registration's abandonment after a
+  restart is the one it misses). Each batch costs about a second of the JVM's CPU however
+  little it does, so a net every `defer_ms` was most of an idle job's cost.
 
 With `defer_ms` = 0 every trigger runs a batch, as Spark's own no-data batches would. A
 batch without new records bumps the virtual `tick` offset (`offsets_to_run`), which reads
@@ -29,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 TICK = "tick"  # the virtual offset key (not a Kafka partition)
+IDLE_BATCH_MS = 300_000  # see the module docstring
 
 
 @dataclass(frozen=True)
@@ -44,7 +49,7 @@ def decide(now_ms: float, *, defer_ms: int, last_run_ms: float, pending: bool,
            backlog: Callable[[], Backlog], next_deadline: Callable[[], int | None],
            waiting_records: int = 0, full_batch: int | None = None) -> bool:
     """True when this trigger should run a batch (see the module docstring for the rules)."""
-    if defer_ms <= 0 or now_ms - last_run_ms >= defer_ms:
+    if defer_ms <= 0 or now_ms - last_run_ms >= (defer_ms if pending else max(defer_ms, IDLE_BATCH_MS)):
         return True
     if full_batch is not None and waiting_records >= full_batch:
         return True

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -133,6 +134,9 @@ class Front:
         self._publisher = ReconnectingPublisher(publisher_factory)
         self._failure: tuple[float, str] | None = None  # (when, remark) of the last failed publish
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="publish")  # one thread: events keep their order
+        self._queue: list[tuple[list[dict[str, Any]], asyncio.Future[list[tuple[int, int]]]]] = []
+        self._queue_lock = threading.Lock()
+        self._draining = False
         self._networks = acl.parse_networks(cfg.remoting_broker_networks)
         self._keys = (cfg.remoting_access_key, cfg.remoting_secret_key) \
             if cfg.remoting_access_key and cfg.remoting_secret_key else None
@@ -383,15 +387,41 @@ class Front:
     # ------------------------------------------------------------ the event log and the served cut
 
     async def _publish(self, events: list[dict[str, Any]]) -> list[tuple[int, int]]:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, self._publish_sync, events)
+        """Publish `events` in arrival order. Whatever other requests queued meanwhile goes in the
+        same produce request (`_drain`): a fleet starting together registers in one flush per round
+        trip, not one flush per broker, and so shares a batch of the job."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[list[tuple[int, int]]] = loop.create_future()
+        with self._queue_lock:
+            self._queue.append((events, done))
+            start, self._draining = not self._draining, True
+        if start:
+            loop.run_in_executor(self._pool, self._drain, loop)
+        return await done
 
-    def _publish_sync(self, events: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the publishing thread: everything queued, in order, one publish per round, until
+        nothing waits."""
+        while True:
+            with self._queue_lock:
+                queued, self._queue = self._queue, []
+                if not queued:
+                    self._draining = False
+                    return
+            try:
+                results: list[Any] = list(self._publish_sync([events for events, _ in queued]))
+            except PublishFailed as exc:
+                results = [exc] * len(queued)
+            for (_, done), result in zip(queued, results, strict=True):
+                loop.call_soon_threadsafe(_settle, done, result)
+
+    def _publish_sync(self, groups: list[list[dict[str, Any]]]) -> list[list[tuple[int, int]]]:
         """Publish on the publishing thread. After a failure, writes fail at once for
         RETRY_AFTER_FAILURE_S instead of each waiting out the connect timeout again."""
         if self._failure is not None and time.monotonic() - self._failure[0] < RETRY_AFTER_FAILURE_S:
             raise PublishFailed(self._failure[1])
         try:
-            coords = self._publisher.publish(events)
+            coords = self._publisher.publish_groups(groups)
         except Exception as exc:
             remark = (f"the event log (Kafka at {self.cfg.bootstrap}) is unavailable ({type(exc).__name__}); "
                       "nothing was written, retry later")
@@ -415,6 +445,16 @@ class Front:
                 return snap
             self.store.poke()
             await asyncio.sleep(0.02)
+
+
+def _settle(done: asyncio.Future[Any], result: Any) -> None:
+    """A queued publish's outcome, on the event loop (its requester may have gone meanwhile)."""
+    if done.done():
+        return
+    if isinstance(result, BaseException):
+        done.set_exception(result)
+    else:
+        done.set_result(result)
 
 
 def _adds_topics(snap: Snapshot, event: dict[str, Any]) -> bool:

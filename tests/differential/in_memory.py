@@ -68,6 +68,14 @@ class InMemoryLog:
             self.current = self._cut()
             return coords
 
+    def publish_groups(self, groups: list[list[dict[str, Any]]]) -> list[list[tuple[int, int]]]:
+        coords = self.publish([e for group in groups for e in group])
+        out, i = [], 0
+        for group in groups:
+            out.append(coords[i:i + len(group)])
+            i += len(group)
+        return out
+
     def close(self) -> None:
         pass
 

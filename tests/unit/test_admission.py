@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.admission import TICK, Backlog, decide, offsets_to_run, pending_ranges
+from pipelines.admission import IDLE_BATCH_MS, TICK, Backlog, decide, offsets_to_run, pending_ranges
 
 DEFER = 10_000
 NOW = 1_000_000
@@ -23,9 +23,16 @@ def test_every_trigger_runs_when_nothing_may_wait():
     assert run(defer=0)
 
 
-def test_a_batch_runs_when_defer_ms_passed_without_one():
-    assert run(last_run=NOW - DEFER, pending=False)  # bounds expiry after a restart
-    assert not run(last_run=NOW - DEFER + 1, pending=False)
+def test_waiting_records_run_when_defer_ms_passed_without_a_batch():
+    assert run(last_run=NOW - DEFER, pending=True)
+    assert not run(last_run=NOW - DEFER + 1, pending=True, backlog=lambda: Backlog(False, NOW - 1))
+
+
+def test_with_nothing_to_read_a_batch_runs_only_as_a_rare_safety_net():
+    # a micro-batch costs about a second of CPU however empty: not every deferral window
+    assert not run(last_run=NOW - DEFER, pending=False)
+    assert not run(last_run=NOW - IDLE_BATCH_MS + 1, pending=False)
+    assert run(last_run=NOW - IDLE_BATCH_MS, pending=False)
 
 
 def test_a_waiting_record_other_than_a_heartbeat_runs_at_once():
