@@ -103,6 +103,7 @@ def measure_side(addr: str, brokers: int, topics: int, seconds: float,
 def plot(results: dict[str, dict[int, dict[str, Any]]], path: Path) -> None:
     """CPU per liveness signal against fleet size, per side and phase (log-log), as a PNG."""
     import matplotlib
+    import matplotlib.ticker
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
@@ -116,6 +117,11 @@ def plot(results: dict[str, dict[int, dict[str, Any]]], path: Path) -> None:
                         label=f"{'ours' if side == 'ours' else 'RocketMQ 5.3.3'}: {name}")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("brokers (each alive every 30 s)")
     ax.set_ylabel("CPU per liveness signal, ms (all processes)")
     ax.set_title("What keeping a fleet alive costs, per signal")
