@@ -74,7 +74,7 @@ def run_group(group: str | None, records: list[dict[str, Any]], state: State | N
         event["time"] = clock.receive_time(event["time"], r["partition"], now_ms)
         events.append(event)
         coords.append((r["partition"], r["offset"]))
-    if group is not None and (group.startswith(ev.KV_KEY_PREFIX) or group == ev.CONFIG_KEY):
+    if group is not None and not ev.is_broker_group(group):
         return _run_kv_group(group, events, coords, state, out)
     expiry = clock.expiry_time(now_ms, {p for p, _ in coords})
     return _run_broker_group(group, events, coords, state, now_ms, expiry, cfg, out)

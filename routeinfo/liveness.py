@@ -73,7 +73,7 @@ class LivenessLedger:
 
     def observe(self, key: str | None, event_type: str | None, value: bytes | None, record_time_ms: int) -> bool:
         """Record one log record (in log order) and say whether it is only a liveness signal."""
-        if key is None or key.startswith(ev.KV_KEY_PREFIX) or key == ev.CONFIG_KEY:
+        if key is None or not ev.is_broker_group(key):
             return False  # KV and runtime switches: changes, and no broker group of theirs
         if event_type == ev.BROKER_HEARTBEAT:
             return self._heartbeat(key, value, record_time_ms)

@@ -99,6 +99,11 @@ def group_key(event: Mapping[str, Any]) -> str:
     return str(event["brokerName"])
 
 
+def is_broker_group(key: str | None) -> bool:
+    """Whether a record key (`group_key`) names a broker group, not a KV namespace or the switches."""
+    return key is not None and not key.startswith(KV_KEY_PREFIX) and key != CONFIG_KEY
+
+
 def validate_switch(key: Any, value: Any) -> str:
     """A runtime switch update: an allow-listed key and a boolean ("true"/"false") value."""
     if key not in RUNTIME_SWITCHES:
