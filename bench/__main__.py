@@ -761,13 +761,13 @@ def fleet_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> No
 
 
 def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], seconds: float) -> None:
-    """The fleet part's section, target rows and plot from its figures (also `--render`ed)."""
-    from bench import fleet
+    """The fleet part's section, target rows and plot from its figures."""
+    from bench import fleet, versus
     sizes = sorted(results["ours"])
     fleet.plot(results, FLEET_PLOT)
     lines = [
         "A fleet as RocketMQ brokers with default settings behave (`bench/fleet.py`): every broker registered once "
-        f"over kept-open connections ({versus_pool()}), then a full REGISTER_BROKER with an unchanged data version "
+        f"over kept-open connections ({versus.POOL} connections), then a full REGISTER_BROKER with an unchanged data version "
         "every 30 s spread over the period (`register`: the liveness path alone); the same plus every broker's "
         "GET_BROKER_CLUSTER_INFO every 5 s (`register+106`: the whole default fleet); then BROKER_HEARTBEAT (904) "
         f"instead of the re-registrations (`heartbeat`). Each phase settles for {fleet.SETTLE_S:.0f} s and is measured "
@@ -818,11 +818,6 @@ def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], sec
                    f"{short}); "
                    f"PSS {a['pss_mib']:.0f} MiB; {o['registered_s']:.0f} s",
                    held and ratio <= 5 and a["pss_mib"] <= 1536 and o["registered_s"] <= 60)
-
-
-def versus_pool() -> str:
-    from bench import versus
-    return f"{versus.POOL} connections"
 
 
 def _shown(side: dict[str, Any], value: float | None, label: str, fmt: str) -> str:

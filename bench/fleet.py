@@ -15,6 +15,7 @@ the same with the 106 traffic (the whole default fleet), and a 904 fleet (the se
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -73,9 +74,7 @@ def measure_side(addr: str, brokers: int, topics: int, seconds: float,
         for name, mode, cluster_info in PHASES:
             fleet.mode = mode
             load = ClusterInfoLoad(addr, brokers) if cluster_info else None
-            if load is not None:
-                load.__enter__()
-            try:
+            with load if load is not None else contextlib.nullcontext():
                 time.sleep(SETTLE_S)
                 before = {pid: cpu_seconds([pid]) for pid in pids()}
                 sent = fleet.sent
@@ -89,9 +88,6 @@ def measure_side(addr: str, brokers: int, topics: int, seconds: float,
                     phase["per_role_pct"] = {k: round(v, 1) for k, v in sorted(per.items())}
                 if load is not None:
                     phase["cluster_info_per_s"] = load.answered / (seconds + SETTLE_S)
-            finally:
-                if load is not None:
-                    load.__exit__(None, None, None)
             out[name] = phase
             print(f"   {brokers} brokers, {name}: {phase}", flush=True)
         out["refused"] = len(fleet.failures)

@@ -50,7 +50,7 @@ class KafkaRange(InputPartition):
 # source's cost. Process-local and rebuilt after any error, so it holds no state that matters.
 _READERS: dict[str, Any] = {}
 
-_SCAN_LIMIT = 5000  # waiting records looked at to tell heartbeats from the rest
+_SCAN_LIMIT = 5000  # waiting records looked at, at most, to tell liveness signals from changes
 
 
 def _reader_consumer(bootstrap: str):
@@ -182,8 +182,7 @@ class KafkaStreamReader(DataSourceStreamReader):
                                waiting_records=waiting, full_batch=self.max_records)
         if run:
             self._last_run = now
-            if pending:  # a cheaper rule decided: the ledger still looks at what the batch will read
-                self._scan_pending(pending)
+            self._observe(pending)  # whichever rule decided, the ledger looks at what the batch will read
             self._consumed(out)
             out = {**out, LOG_CLOCK: self._log_clock(start, out, ends, int(now))}
         return admission.offsets_to_run(start, out, run=run)
@@ -228,12 +227,26 @@ class KafkaStreamReader(DataSourceStreamReader):
     def _scan_pending(self, pending: dict[int, tuple[int, int]]) -> Backlog:
         """Whether any waiting record is not a liveness signal, and the oldest waiting signal's time.
 
-        Every record is looked at once, in log order, by the ledger (`routeinfo.liveness`), which
-        tells an unchanged re-registration from a change; what it said is kept until a batch reads
-        the record. A range that went backwards (log reset) or is too long to be worth looking at
-        counts as urgent (and the ledger, which will not have seen it, starts over when it is read)."""
-        from kafka import TopicPartition
+        What the ledger (`routeinfo.liveness`) said of each record is kept until a batch reads it
+        (`_observe`); a range the ledger could not look at in full counts as urgent."""
+        if not self._observe(pending):
+            return Backlog(urgent=True, oldest_heartbeat_ms=None)
         urgent_any, oldest_all = False, None
+        for p, (s, e) in pending.items():
+            waiting = [(liveness, ts) for off, liveness, ts in self._marks[p] if s <= off < e]
+            # not looked at to its end in time: nothing of it waits
+            urgent_any = urgent_any or self._observed[p] < e or not all(liveness for liveness, _ in waiting)
+            oldest = min((ts for _, ts in waiting), default=None)
+            if oldest is not None:
+                oldest_all = oldest if oldest_all is None else min(oldest_all, oldest)
+        return Backlog(urgent=urgent_any, oldest_heartbeat_ms=oldest_all)
+
+    def _observe(self, pending: dict[int, tuple[int, int]]) -> bool:
+        """Run every waiting record not looked at yet through the ledger, once, in log order, and
+        keep its verdict (`_marks`). False when a range went backwards (log reset) or is too long
+        to be worth looking at (the ledger, which will not have seen it, starts over when it is
+        read, `_consumed`)."""
+        from kafka import TopicPartition
         for p, (s, e) in sorted(pending.items()):
             upto = self._observed.get(p)
             if e < s or upto is None or upto < s:  # new partition, log reset or records skipped
@@ -242,32 +255,25 @@ class KafkaStreamReader(DataSourceStreamReader):
                 self._marks.pop(p, None)
                 upto = self._observed[p] = s
             if e < s or e - upto > _SCAN_LIMIT:
-                return Backlog(urgent=True, oldest_heartbeat_ms=None)
+                return False
             marks = self._marks.setdefault(p, [])
-            if upto < e:
-                c = self._client()
-                tp = TopicPartition(self.topic, p)
-                c.assign([tp])
-                c.seek(tp, upto)
-                deadline = time.monotonic() + 2
-                while upto < e and time.monotonic() < deadline:
-                    for rec in c.poll(timeout_ms=200, max_records=_SCAN_LIMIT).get(tp, []):
-                        if rec.offset < upto or rec.offset >= e:
-                            continue
-                        kind = next((v.decode("utf-8", "replace") for k, v in rec.headers or () if k == TYPE_HEADER),
-                                    None)
-                        key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
-                        marks.append((rec.offset, self._ledger.observe(key, kind, rec.value, rec.timestamp),
-                                      rec.timestamp))
-                        upto = rec.offset + 1
-                self._observed[p] = upto
-            waiting = [(liveness, ts) for off, liveness, ts in marks if s <= off < e]
-            urgent = upto < e or not all(liveness for liveness, _ in waiting)  # not looked at in time: no waiting
-            oldest = min((ts for _, ts in waiting), default=None)
-            urgent_any = urgent_any or urgent
-            if oldest is not None:
-                oldest_all = oldest if oldest_all is None else min(oldest_all, oldest)
-        return Backlog(urgent=urgent_any, oldest_heartbeat_ms=oldest_all)
+            if upto >= e:
+                continue
+            c = self._client()
+            tp = TopicPartition(self.topic, p)
+            c.assign([tp])
+            c.seek(tp, upto)
+            deadline = time.monotonic() + 2
+            while upto < e and time.monotonic() < deadline:
+                for rec in c.poll(timeout_ms=200, max_records=_SCAN_LIMIT).get(tp, []):
+                    if rec.offset < upto or rec.offset >= e:
+                        continue
+                    kind = next((v.decode("utf-8", "replace") for k, v in rec.headers or () if k == TYPE_HEADER), None)
+                    key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
+                    marks.append((rec.offset, self._ledger.observe(key, kind, rec.value, rec.timestamp), rec.timestamp))
+                    upto = rec.offset + 1
+            self._observed[p] = upto
+        return True
 
     def _consumed(self, out: dict) -> None:
         """A batch reads up to `out`: forget what the scan said of those records; a record the
