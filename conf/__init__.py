@@ -78,6 +78,11 @@ class Config:
         "NAMESRV_STATE_STORE", "hdfs",
         "Spark state store: `hdfs` (in-memory maps) or `rocksdb`; fixed by the checkpoint once the job ran",
         choices=tuple(STATE_STORES))
+    state_buckets: int = setting(
+        "NAMESRV_STATE_BUCKETS", 32,
+        "keys of the job's stateful operator that broker groups share (a batch costs at most this many Python "
+        "calls, whatever the fleet); fixed by the checkpoint: a changed value is migrated at start",
+        positive=True, maximum=4096)
     trigger_interval_ms: int = setting(
         "NAMESRV_TRIGGER_INTERVAL_MS", 500,
         "how often the source is asked for new records; a batch runs only when admitted (see Architecture)",

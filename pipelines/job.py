@@ -142,7 +142,8 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None,
     # another batch. Spark's connector has no admission, so it needs them for timeouts to fire.
     # The query takes the session's settings when it starts, so this is per query.
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", str(cfg.kafka_source == "connector").lower())
-    out = (step_input(read_events(spark, cfg) if events is None else events).groupBy(col("key"))
+    out = (step_input(read_events(spark, cfg) if events is None else events, cfg.state_buckets)
+           .groupBy(col("key"))
            .applyInPandasWithState(step, OUTPUT_SCHEMA, STATE_SCHEMA, "append",
                                    GroupStateTimeout.ProcessingTimeTimeout))
     return (out.writeStream.queryName(query_name)

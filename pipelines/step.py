@@ -19,6 +19,7 @@ import pandas as pd
 
 from conf import Config
 from conf.memory import ReleaseAfter
+from pipelines import buckets as bk
 from pipelines import step_rows as out_rows
 from pipelines.offset_log import BatchClocks, LogClock
 from routeinfo import housekeeping, kv_manager, route_manager
@@ -46,6 +47,8 @@ class StepConfig:
     # Where Spark's offset log is, for each batch's log clock (None: Spark's Kafka connector,
     # whose offsets carry none; expiry then runs on processing time).
     checkpoint_dir: Path | None = None
+    # Broker groups share this many keys of the stateful operator (pipelines/buckets.py).
+    buckets: int = 32
 
     @staticmethod
     def from_config(cfg: Config) -> StepConfig:
@@ -53,7 +56,8 @@ class StepConfig:
             routing=RoutingConfig(default_timeout_ms=cfg.broker_timeout_ms, live_flush_ms=cfg.live_flush_ms,
                                   delete_topic_with_broker_registration=cfg.delete_topic_with_broker_registration),
             max_message_bytes=cfg.max_message_bytes, max_clock_skew_ms=cfg.max_clock_skew_ms,
-            checkpoint_dir=cfg.checkpoint_dir if cfg.kafka_source == "python" else None)
+            checkpoint_dir=cfg.checkpoint_dir if cfg.kafka_source == "python" else None,
+            buckets=cfg.state_buckets)
 
 
 def run_group(group: str | None, records: list[dict[str, Any]], state: State | None, now_ms: int,
@@ -135,41 +139,55 @@ def _changes_row(group: str | None, broker_name: str | None, changes: list[dict[
     return out_rows.row(group, out_rows.ROUTE_CHANGES, json.dumps(rows, separators=(",", ":")))
 
 
-def step_input(events: Any) -> Any:
-    """The stateful stage's input: (key, record), where record is the Kafka coordinates and a
-    value-present flag as `partition,offset,timestamp,0|1` and a newline, then the value. PySpark
-    turns every column of every group into a pandas Series and concatenates them: two columns
-    instead of five halve that, the largest part of what a heartbeating group costs."""
-    from pyspark.sql.functions import coalesce, col, concat, concat_ws, encode, lit, when
+def step_input(events: Any, buckets: int) -> Any:
+    """The stateful stage's input: (key, record). `key` is the operator's key (a broker group's
+    bucket, `pipelines/buckets.py`); `record` is the Kafka coordinates, a value-present flag and
+    the record key's length as `partition,offset,timestamp,0|1,keylen` (-1: no key) and a newline,
+    then the record key, then the value. PySpark turns every column of every group into a pandas
+    Series and concatenates them: two columns instead of six halve that, the largest part of
+    what a call costs."""
+    from pyspark.sql.functions import coalesce, col, concat, concat_ws, encode, lit, octet_length, when
+    key = col("key")
     head = concat(concat_ws(",", col("partition"), col("offset"), col("timestamp"),
-                            when(col("value").isNull(), lit("0")).otherwise(lit("1"))), lit("\n"))
+                            when(col("value").isNull(), lit("0")).otherwise(lit("1")),
+                            when(key.isNull(), lit(-1)).otherwise(octet_length(key))), lit("\n"))
     value = col("value").cast("binary")
-    return events.select(col("key"), concat(encode(head, "UTF-8"), coalesce(value, lit(bytearray()))).alias("record"))
+    return events.select(bk.bucket_key_column(key, buckets).alias("key"),
+                         concat(encode(head, "UTF-8"), encode(coalesce(key, lit("")), "UTF-8"),
+                                coalesce(value, lit(bytearray()))).alias("record"))
 
 
-def _unpack(key: Any, record: bytes) -> dict[str, Any]:
+def _unpack(record: bytes) -> dict[str, Any]:
     """One record of `step_input`'s layout as the dict `run_group` takes."""
-    head, _, value = record.partition(b"\n")
-    partition, offset, timestamp, present = head.split(b",")
-    return {"key": key if isinstance(key, str) else None, "value": value if present == b"1" else None,
+    head, _, rest = record.partition(b"\n")
+    partition, offset, timestamp, present, key_length = head.split(b",")
+    n = int(key_length)
+    key, value = (None, rest) if n < 0 else (rest[:n].decode("utf-8"), rest[n:])
+    return {"key": key, "value": value if present == b"1" else None,
             "partition": int(partition), "offset": int(offset), "timestamp": int(timestamp)}
 
 
 def make_step(cfg: StepConfig) -> Callable[..., Iterator[pd.DataFrame]]:
-    """The function handed to applyInPandasWithState (ProcessingTimeTimeout)."""
+    """The function handed to applyInPandasWithState (ProcessingTimeTimeout), keyed as `step_input` keys."""
     released = ReleaseAfter(64 * 1024 * 1024)  # per Python worker process (the function is unpickled there)
     clocks = BatchClocks(cfg.checkpoint_dir) if cfg.checkpoint_dir is not None else None
 
+    buckets = bk.bucket_prefix(cfg.buckets)
+
     def step(key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        # Called once per group per batch: plain lists in and out, not pandas row operations
+        # Called once per key per batch: plain lists in and out, not pandas row operations
         # (to_dict / astype cost more than the routing rules themselves).
-        group = key[0]
-        records = [_unpack(k, r) for pdf in pdfs for k, r in zip(pdf["key"].tolist(), pdf["record"].tolist(),
-                                                                   strict=True)]
+        slot = key[0]
+        records = [_unpack(r) for pdf in pdfs for r in pdf["record"].tolist()]
         now = state.getCurrentProcessingTimeMs()
         previous = tuple(state.get) if state.exists else None
         clock = clocks.clock(_batch_id()) if clocks is not None else UNBOUNDED
-        new_state, deadline, rows = run_group(group, records, previous, now, cfg, clock)
+        new_state: State | None
+        if isinstance(slot, str) and slot.startswith(buckets):
+            new_state, deadline, rows = bk.run_bucket(
+                records, previous, now, lambda g, rs, st: run_group(g, rs, st, now, cfg, clock))
+        else:
+            new_state, deadline, rows = run_group(slot, records, previous, now, cfg, clock)
         if new_state is None:
             if state.exists:
                 state.remove()
