@@ -24,6 +24,7 @@ from typing import Any
 from schemas import events as ev
 
 BUCKET_PREFIX = "b"
+IMPORT_PARTITION = -1  # the `partition` of a record that carries a bucket's whole state (pipelines/state_layout.py)
 
 
 def bucket_prefix(buckets: int) -> str:
@@ -80,12 +81,17 @@ def run_bucket(records: list[dict[str, Any]], state: tuple[str, str | None] | No
                run_group: GroupRun) -> tuple[tuple[str, str] | None, int | None, list[dict[str, Any]]]:
     """One call of a bucket key: every group with records, and every group whose deadline is due
     (what Spark's per-group timeout would have called), runs alone through `run_group(group,
-    its records, its state)`; the others are not decoded. Returns (new state, the bucket's next
-    deadline = its groups' earliest, output rows)."""
-    entries = decode(state)
+    its records, its state)`; the others are not decoded. A record from `IMPORT_PARTITION`
+    replaces the bucket's state first (a checkpoint moved from another layout). Returns (new
+    state, the bucket's next deadline = its groups' earliest, output rows)."""
     by_group: dict[str, list[dict[str, Any]]] = {}
     for r in records:
-        by_group.setdefault(r["key"], []).append(r)
+        if r["partition"] == IMPORT_PARTITION:
+            core, topics = json.loads(r["value"])
+            state = (core, topics)
+        else:
+            by_group.setdefault(r["key"], []).append(r)
+    entries = decode(state)
     due = {g for g, e in entries.items() if e.deadline is not None and e.deadline <= now_ms}
     out: list[dict[str, Any]] = []
     for group in sorted(by_group.keys() | due):

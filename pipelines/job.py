@@ -19,7 +19,7 @@ from conf.logs import setup_logging
 from conf.version import argument_parser
 from eventlog.consumer import FETCH_BYTES
 from eventlog.topics import ensure_topic
-from pipelines import class_archive, job_lock, kafka_source
+from pipelines import class_archive, job_lock, kafka_source, state_layout
 from pipelines.faults import KillAtRandom
 from pipelines.sink import DeltaSink
 from pipelines.step import STATE_SCHEMA, StepConfig, make_step, step_input
@@ -130,19 +130,22 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None,
     from pyspark.sql.functions import col
     from pyspark.sql.streaming.state import GroupStateTimeout
 
+    step_cfg = StepConfig.from_config(cfg)
+    state_import = state_layout.prepare(spark, cfg.checkpoint_dir, cfg.state_buckets, step_cfg.routing,
+                                        can_import=events is None and cfg.kafka_source == "python")
     sink = DeltaSink(cfg.warehouse, cfg.checkpoint_dir, retention_ms=cfg.history_retention_ms,
                      maintenance_interval_ms=cfg.maintenance_interval_ms, metrics_dir=cfg.data_dir,
-                     live_flush_ms=cfg.live_flush_ms,
+                     live_flush_ms=cfg.live_flush_ms, state_buckets=cfg.state_buckets,
                      **({"fault": fault} if fault else {}))
     sink.ensure_tables()
     sink.announce_start()
-    step = make_step(StepConfig.from_config(cfg))
+    step = make_step(step_cfg)
     # With our source, batches run when it admits one (pipelines/admission.py); Spark's own
     # no-data batches would run every trigger, because ProcessingTimeTimeout always asks for
     # another batch. Spark's connector has no admission, so it needs them for timeouts to fire.
     # The query takes the session's settings when it starts, so this is per query.
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", str(cfg.kafka_source == "connector").lower())
-    out = (step_input(read_events(spark, cfg) if events is None else events, cfg.state_buckets)
+    out = (step_input(read_events(spark, cfg, state_import) if events is None else events, cfg.state_buckets)
            .groupBy(col("key"))
            .applyInPandasWithState(step, OUTPUT_SCHEMA, STATE_SCHEMA, "append",
                                    GroupStateTimeout.ProcessingTimeTimeout))
@@ -166,9 +169,10 @@ def warm_python_workers(spark: Any, cfg: Config) -> None:
      .groupBy(col("id")).applyInPandas(echo, "id long").collect())
 
 
-def read_events(spark: Any, cfg: Config) -> Any:
+def read_events(spark: Any, cfg: Config, state_import: Path | None = None) -> Any:
     """The events topic as a stream of (partition, offset, timestamp ms, key, value) rows, from
-    our source (`python`) or Spark's Kafka connector (`connector`), with the same columns."""
+    our source (`python`) or Spark's Kafka connector (`connector`), with the same columns.
+    `state_import`: buckets' state the next batch hands the step first (pipelines/state_layout.py)."""
     if cfg.kafka_source == "python":
         return (spark.readStream.format(kafka_source.SOURCE_NAME)
                 .option("bootstrap", cfg.bootstrap).option("topic", cfg.kafka_topic)
@@ -176,7 +180,8 @@ def read_events(spark: Any, cfg: Config) -> Any:
                 .option("maxRecordsPerBatch", str(cfg.max_records_per_batch))
                 .option("heartbeatDeferMs", str(cfg.heartbeat_defer_ms))
                 .option("brokerTimeoutMs", str(cfg.broker_timeout_ms))
-                .option("progressDir", str(cfg.warehouse)).load())
+                .option("progressDir", str(cfg.warehouse))
+                .option("stateImport", "" if state_import is None else str(state_import)).load())
     from pyspark.sql.functions import col, unix_millis
     return (spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", cfg.bootstrap).option("subscribe", cfg.kafka_topic)
@@ -209,7 +214,14 @@ def main(argv: list[str] | None = None) -> int:
     lock = job_lock.acquire(cfg.data_dir, lambda pid: log.info(
         "standby: job %s holds %s; this job runs the query the moment that one ends", pid or "?",
         cfg.data_dir / job_lock.LOCK_FILE), keep_warm=lambda: warm_python_workers(spark, cfg))
-    query = start_query(spark, cfg, fault=KillAtRandom(cfg.test_kill_probability) if cfg.test_kill_probability else None)
+    try:
+        query = start_query(spark, cfg,
+                            fault=KillAtRandom(cfg.test_kill_probability) if cfg.test_kill_probability else None)
+    except state_layout.LayoutError as exc:
+        log.error("%s", exc)
+        spark.stop()
+        lock.close()
+        return 2
     stopping = threading.Event()
 
     def _stop(signum, frame):

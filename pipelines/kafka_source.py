@@ -13,6 +13,7 @@ in `eventlog`.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterator
@@ -25,9 +26,11 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from eventlog.consumer import consumer, record_time, true_end
 from eventlog.topics import ensure_topic
-from pipelines import admission
+from pipelines import admission, state_layout
 from pipelines.admission import TICK, Backlog
+from pipelines.buckets import IMPORT_PARTITION
 from pipelines.offset_log import LOG_CLOCK
+from pipelines.state_layout import IMPORT_OFFSET
 from routeinfo.liveness import LivenessLedger
 from schemas.events import TYPE_HEADER
 from schemas.progress import read_progress
@@ -43,6 +46,13 @@ class KafkaRange(InputPartition):
     partition: int
     start: int
     end: int
+
+
+@dataclass
+class StateImport(InputPartition):
+    """Buckets' state moved from another layout of the checkpoint (pipelines/state_layout.py)."""
+
+    path: str
 
 
 # One consumer per bootstrap in each Python worker process, kept across tasks (Spark reuses its
@@ -72,7 +82,8 @@ def _drop_reader_consumer(bootstrap: str) -> None:
 class KafkaEventSource(DataSource):
     """Options (all required): bootstrap, topic, partitions (when creating the topic),
     maxRecordsPerBatch, heartbeatDeferMs, brokerTimeoutMs (NAMESRV_BROKER_TIMEOUT_MS, for telling
-    liveness signals from changes), progressDir (where the sink writes `_progress.json`)."""
+    liveness signals from changes), progressDir (where the sink writes `_progress.json`),
+    stateImport (a file of buckets' state the next batch hands the step first; empty: none)."""
 
     @classmethod
     def name(cls) -> str:
@@ -100,6 +111,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         # Batch admission (see `_admit`): heartbeats may wait up to defer_ms for company.
         self.defer_ms = int(options["heartbeatdeferms"])
         self.progress_dir = options["progressdir"]
+        self.state_import = options["stateimport"] or None
         self._last_run = 0.0
         # What the scan of waiting records found (see `_scan_pending`): per partition, the offset the
         # ledger has looked at up to, and (offset, liveness signal, record time) of each record
@@ -172,19 +184,25 @@ class KafkaStreamReader(DataSourceStreamReader):
         return self._admit(start, out, ends)
 
     def _admit(self, start: dict, out: dict, ends: dict[int, int]) -> dict:
-        """Run a batch up to `out`, or not (return `start`): `admission.decide` rules. A batch
-        that runs carries its log clock (`offset_log.LOG_CLOCK`)."""
+        """Run a batch up to `out`, or not (return `start`): `admission.decide` rules, except that
+        a pending state import runs at once. A batch that runs carries its log clock
+        (`offset_log.LOG_CLOCK`) and the import file, once there was one (`state_layout`)."""
         now = time.time() * 1000
         pending = admission.pending_ranges(start, out)
+        importing = self.state_import is not None and start.get(IMPORT_OFFSET) != self.state_import
         waiting = sum(max(0, end - int(start.get(str(p), 0))) for p, end in ends.items())  # all of it, not capped
-        run = admission.decide(now, defer_ms=self.defer_ms, last_run_ms=self._last_run, pending=bool(pending),
-                               backlog=lambda: self._scan_pending(pending), next_deadline=self._next_deadline,
-                               waiting_records=waiting, full_batch=self.max_records)
+        run = importing or admission.decide(
+            now, defer_ms=self.defer_ms, last_run_ms=self._last_run, pending=bool(pending),
+            backlog=lambda: self._scan_pending(pending), next_deadline=self._next_deadline,
+            waiting_records=waiting, full_batch=self.max_records)
         if run:
             self._last_run = now
             self._observe(pending)  # whichever rule decided, the ledger looks at what the batch will read
             self._consumed(out)
             out = {**out, LOG_CLOCK: self._log_clock(start, out, ends, int(now))}
+            carried = self.state_import if importing else start.get(IMPORT_OFFSET)
+            if carried is not None:
+                out[IMPORT_OFFSET] = carried
         return admission.offsets_to_run(start, out, run=run)
 
     def _log_clock(self, start: dict, out: dict, ends: dict[int, int], now_ms: int) -> dict[str, int]:
@@ -301,7 +319,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         return ends
 
     def partitions(self, start: dict, end: dict):
-        ranges = []
+        ranges: list[InputPartition] = []
+        if end.get(IMPORT_OFFSET) and end[IMPORT_OFFSET] != start.get(IMPORT_OFFSET):
+            ranges.append(StateImport(str(end[IMPORT_OFFSET])))
         for p, e in sorted(end.items()):
             if not admission.is_partition(p):
                 continue
@@ -327,6 +347,10 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     # -- executor side
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        if isinstance(partition, StateImport):
+            for i, row in enumerate(state_layout.read_import(Path(partition.path))):
+                yield (IMPORT_PARTITION, i, 0, row["key"], json.dumps([row["core"], row["topics"]]).encode())
+            return
         assert isinstance(partition, KafkaRange)
         from kafka import TopicPartition
         from kafka.errors import KafkaError

@@ -26,7 +26,8 @@ from pipelines import step_rows
 from pipelines.deadlines import DeadlineBook
 from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
-from pipelines.offset_log import read_offset_log
+from pipelines.offset_log import read_offset_log, read_source_offsets
+from pipelines.state_layout import IMPORT_OFFSET, LAYOUT_FILE, record_layout, recorded_buckets
 from routeinfo import housekeeping
 from schemas import tables as t
 from schemas.metrics import JobMetrics, reason_class, write_metrics_file
@@ -94,11 +95,13 @@ class DeltaSink:
 
     def __init__(self, warehouse: Path, checkpoint_dir: Path, *, retention_ms: int,
                  maintenance_interval_ms: int | None = None, fault: Callable[[str], None] = no_fault,
-                 metrics_dir: Path | None = None, live_flush_ms: int | None = None) -> None:
+                 metrics_dir: Path | None = None, live_flush_ms: int | None = None,
+                 state_buckets: int | None = None) -> None:
         """`metrics_dir`: the data directory whose `metrics/job.prom` gets the job's counters after
         every batch (None: not written; tests that drive the sink alone). `live_flush_ms`: the
         job's NAMESRV_LIVE_FLUSH_MS, with which `ensure_tables` seeds the deadline book from
-        broker_live (None: not seeded)."""
+        broker_live (None: not seeded). `state_buckets`: the job's bucket count, recorded beside
+        the checkpoint once a batch that moved the state into them has committed (None: not)."""
         self.warehouse = Path(warehouse)
         self.metrics = JobMetrics()
         self.metrics_dir = metrics_dir
@@ -114,6 +117,8 @@ class DeltaSink:
         # start); the earliest is published in _progress.json so the source schedules a batch for it.
         self.live_flush_ms = live_flush_ms
         self.deadlines = DeadlineBook(recheck_ms=housekeeping.RECHECK_MS)
+        self.state_buckets = state_buckets
+        self._layout_recorded = state_buckets is None or recorded_buckets(self.checkpoint_dir) == state_buckets
 
     def path(self, table: t.TableDef) -> str:
         return str(self.warehouse / table.name)
@@ -149,6 +154,13 @@ class DeltaSink:
         del arrow
         offsets, consumed = self._offsets(batch_id)
         self.commit(batch_id, rows, offsets, consumed)
+        if not self._layout_recorded and IMPORT_OFFSET in read_source_offsets(
+                self.checkpoint_dir / "offsets" / str(batch_id)):
+            assert self.state_buckets is not None
+            record_layout(self.checkpoint_dir, self.state_buckets)
+            self._layout_recorded = True
+            log.info("batch %d: the state is in %d buckets now (%s)", batch_id, self.state_buckets,
+                     self.checkpoint_dir / LAYOUT_FILE, extra={"batchId": batch_id})
         if big:  # a registration wave: do not keep its peak as RSS
             del rows
             release_memory()

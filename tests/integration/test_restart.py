@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 
 from schemas import tables as t
 from tests.harness import Pipeline
-from tests.helpers import DEFAULTS, hb, reg, routing_config, topics
+from tests.helpers import DEFAULTS, hb, reg, routing_config, topics, unreg
 
 pytestmark = pytest.mark.integration
 
@@ -54,6 +54,40 @@ def test_restart_keeps_routes_without_duplicates_and_expires_the_silent(spark, s
             assert not dupes, f"{table} has duplicate rows for {dupes}"
         live = DeltaTable(str(p.cfg.warehouse / "broker_live")).to_pyarrow_table().to_pylist()
         assert [r["brokerName"] for r in live] == ["broker-stay"]
+    finally:
+        p.close()
+
+
+def test_a_checkpoint_of_another_bucket_count_is_moved_not_lost(spark, kafka_bootstrap, tmp_path, caplog):
+    """The state of every group crosses to the new buckets: a later UNREGISTER still finds its
+    broker (an empty state would leave the rows in place), and a silent broker still expires."""
+    import logging
+
+    from pipelines import state_layout
+    p = Pipeline(spark, kafka_bootstrap, tmp_path, NAMESRV_STATE_BUCKETS="2").start_job().start_http()
+    try:
+        stay, silent = "127.0.0.1:17931", "127.0.0.1:17941"
+        others = [reg(f"broker-m{i}", 0, f"127.0.0.1:{17950 + i}", tps=topics(f"MovedTopic{i}", "Base"), timeout_ms=60_000)
+                  for i in range(6)]
+        p.wait_served(p.publish([
+            reg("broker-stay", 0, stay, tps=topics("StayTopic", "Base"), timeout_ms=60_000),
+            reg("broker-silent", 0, silent, tps=topics("SilentTopic", "Base"), timeout_ms=8_000), *others]))
+        assert state_layout.recorded_buckets(p.cfg.checkpoint_dir) == 2
+        p.stop_job()
+
+        p.cfg = p.config_with(NAMESRV_STATE_BUCKETS="5")
+        with caplog.at_level(logging.WARNING, logger="pipelines.state_layout"):
+            p.start_job()
+        assert any("under 2 buckets, this job under 5 buckets: moving 8 broker group(s)" in r.getMessage()
+                   for r in caplog.records), [r.getMessage() for r in caplog.records]
+        p.wait_for(lambda: state_layout.recorded_buckets(p.cfg.checkpoint_dir) == 5, 60, "the new layout recorded")
+        p.wait_served(p.publish([hb("broker-stay", 0, stay)]))
+        p.wait_for(lambda: p.get("/topics/SilentTopic/route")[0] == 404, 60, "broker-silent to expire")
+        assert p.get("/topics/StayTopic/route")[0] == 200
+        p.wait_served(p.publish([unreg("broker-m3", 0, "127.0.0.1:17953")]))
+        assert p.get("/topics/MovedTopic3/route")[0] == 404
+        assert all(p.get(f"/topics/MovedTopic{i}/route")[0] == 200 for i in (0, 1, 2, 4, 5))
+        p.check_job()
     finally:
         p.close()
 

@@ -97,3 +97,30 @@ def test_a_bucket_emits_what_one_key_per_group_emits(seed):
         assert {g: (e.core, e.topics) for g, e in bk.decode(bucket_state).items()} == {
             g: (s[0], s[1] or "{}") for g, (s, _) in per_group.items()}
         assert bucket_deadline == min((d for _, d in per_group.values() if d is not None), default=None)
+
+
+def _states(*events, now=T0):
+    """(brokerName, core, topics) of each event's group after registering it alone."""
+    out = []
+    for i, e in enumerate(events):
+        state, _, _ = run_group(e["brokerName"], [record(e, i, now)], None, now, CFG)
+        out.append((e["brokerName"], state[0], state[1]))
+    return out
+
+
+@pytest.mark.parametrize("recorded", [None, 3])
+def test_a_checkpoint_of_any_layout_is_regrouped_into_the_new_buckets(recorded):
+    from pipelines.state_layout import import_rows
+    groups = _states(*(reg(f"g{i}", 0, f"10.0.0.{i}:1", tps=topics("T", f"U{i}")) for i in range(7)))
+    if recorded is None:
+        rows = [*groups, ("kv/ns", '{"kv":1}', None)]  # one key per group, and a KV namespace
+    else:
+        entries = {g: bk.Entry(core, topics_json, None) for g, core, topics_json in groups}
+        rows = [(f"{bk.bucket_prefix(3)}{n}", *bk.encode({g: e for g, e in entries.items() if int(g[1:]) % 3 == n}))
+                for n in range(3)] + [("kv/ns", '{"kv":1}', None)]
+    moved, count = import_rows(rows, recorded, lambda names: {n: int(n[1:]) % 2 for n in names}, 2, CFG.routing)
+    assert count == 7 and [r["key"] for r in moved] == ["b2/0", "b2/1"]
+    back = {g: e for r in moved for g, e in bk.decode((r["core"], r["topics"])).items()}
+    assert {g: (e.core, e.topics) for g, e in back.items()} == {g: (c, tj) for g, c, tj in groups}
+    assert {e.deadline for e in back.values()} == {T0 + 10_001}  # recomputed from each group's liveness
+    assert set(bk.decode((moved[0]["core"], moved[0]["topics"]))) == {"g0", "g2", "g4", "g6"}

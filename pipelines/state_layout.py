@@ -1,0 +1,156 @@
+"""Which keys the job's stateful operator uses, recorded beside Spark's checkpoint, and the move
+of a checkpoint written under other keys into this job's buckets.
+
+Spark would run this job over a checkpoint written under other keys without a word: the state
+of one key per broker group (every version before buckets) or of another bucket count would lie
+under keys no call reads, and every route would be rebuilt from whatever arrives next, while a
+silent broker would never expire. So the layout is written down (`namesrv-layout.json`), and a
+checkpoint without it, or with another bucket count, is moved at start: the driver reads the
+operator's state as of the last committed batch (Spark's state data source), regroups every
+broker group into this job's buckets (`import_rows`, pure), and writes the result beside the
+checkpoint; the source hands it to the step as the first records of the next batch (recorded in
+that batch's offsets, so a replay reads the same file), and the sink records the new layout
+once that batch has committed. Keys of the old layout are dropped when Spark next calls them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from pipelines import buckets as bk
+from pipelines.offset_log import read_source_offsets
+from routeinfo import housekeeping
+from routeinfo.route_writes import RoutingConfig
+from routeinfo.state import GroupState
+from schemas import events as ev
+
+LAYOUT_FILE = "namesrv-layout.json"
+IMPORT_DIR = "namesrv-import"
+IMPORT_OFFSET = "import"  # our source's offsets entry: the import file this batch (and every later one) carries
+
+log = logging.getLogger(__name__)
+
+
+class LayoutError(RuntimeError):
+    """The checkpoint's state must be moved to this job's buckets and this job cannot do it."""
+
+
+def _batches(checkpoint_dir: Path, kind: str) -> list[int]:
+    d = checkpoint_dir / kind
+    return sorted(int(f.name) for f in d.iterdir() if f.name.isdigit()) if d.is_dir() else []
+
+
+def recorded_buckets(checkpoint_dir: Path) -> int | None:
+    """The bucket count the checkpoint's state is keyed by; None: one key per broker group (no
+    layout file, written by a version before buckets)."""
+    try:
+        raw = json.loads((checkpoint_dir / LAYOUT_FILE).read_text())
+    except FileNotFoundError:
+        return None
+    return int(raw["buckets"])
+
+
+def record_layout(checkpoint_dir: Path, buckets: int) -> None:
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    tmp = checkpoint_dir / f".{LAYOUT_FILE}.tmp"
+    tmp.write_text(json.dumps({"stateKeys": "buckets", "buckets": buckets}) + "\n")
+    tmp.replace(checkpoint_dir / LAYOUT_FILE)
+
+
+def planned_import(checkpoint_dir: Path) -> str | None:
+    """The import file the newest planned batch carries, if any."""
+    planned = _batches(checkpoint_dir, "offsets")
+    if not planned:
+        return None
+    found = read_source_offsets(checkpoint_dir / "offsets" / str(planned[-1])).get(IMPORT_OFFSET)
+    return None if found is None else str(found)
+
+
+def import_rows(state_rows: Iterable[tuple[str, str, str | None]], recorded: int | None,
+                bucket_of: Callable[[list[str]], dict[str, int]], buckets: int,
+                routing: RoutingConfig) -> tuple[list[dict[str, str]], int]:
+    """Pure: the operator's state rows (key, core, topics) of the layout `recorded` (a bucket
+    count, None: one key per group) → one import record per bucket of `buckets` ({"key", "core",
+    "topics"}) and the number of broker groups. KV namespaces and the switches keep their keys
+    and are not moved. `bucket_of` names each group's bucket as the job's key column computes it."""
+    groups: dict[str, bk.Entry] = {}
+    for key, core, topics in state_rows:
+        if not ev.is_broker_group(key):
+            continue
+        if recorded is None:  # the key is the brokerName
+            groups[key] = bk.Entry(core, topics or "{}", None)
+        elif key.startswith(bk.bucket_prefix(recorded)):
+            groups.update(bk.decode((core, topics)))
+    for entry in groups.values():
+        entry.deadline = housekeeping.next_deadline(GroupState.from_parts(entry.core, entry.topics), routing)
+    where = bucket_of(sorted(groups))
+    per_bucket: dict[str, dict[str, bk.Entry]] = {}
+    for name, entry in groups.items():
+        per_bucket.setdefault(f"{bk.bucket_prefix(buckets)}{where[name]}", {})[name] = entry
+    rows = []
+    for key, entries in sorted(per_bucket.items()):
+        encoded = bk.encode(entries)
+        assert encoded is not None
+        rows.append({"key": key, "core": encoded[0], "topics": encoded[1]})
+    return rows, len(groups)
+
+
+def prepare(spark: Any, checkpoint_dir: Path, buckets: int, routing: RoutingConfig, *,
+            can_import: bool = True) -> Path | None:
+    """At start: the import file the next batch must carry (None: the checkpoint is new, already
+    in this layout, or its import is planned already and Spark will replay that batch).
+    `can_import`: whether the job's source can hand an import over (ours; Spark's Kafka
+    connector cannot, and a checkpoint to move is then refused with LayoutError)."""
+    committed = _batches(checkpoint_dir, "commits")
+    recorded = recorded_buckets(checkpoint_dir)
+    if not committed and not _batches(checkpoint_dir, "offsets"):
+        record_layout(checkpoint_dir, buckets)
+        return None
+    if recorded == buckets:
+        return None
+    planned = planned_import(checkpoint_dir)
+    if planned is not None and Path(planned).name.startswith(f"{buckets}-"):
+        if committed and committed[-1] == _batches(checkpoint_dir, "offsets")[-1]:
+            record_layout(checkpoint_dir, buckets)  # the import committed, the record of it was not written
+        return None
+    was = "one key per broker group (written before buckets)" if recorded is None else f"{recorded} buckets"
+    if not can_import:
+        raise LayoutError(f"checkpoint {checkpoint_dir} holds its state under {was}, this job under {buckets} "
+                          "buckets, and Spark's Kafka connector cannot hand the moved state to the job: start it "
+                          "once with NAMESRV_KAFKA_SOURCE=python, or set NAMESRV_STATE_BUCKETS to the recorded count")
+    rows, groups = import_rows(_read_state(spark, checkpoint_dir) if committed else [], recorded,
+                               lambda names: _bucket_of(spark, names, buckets), buckets, routing)
+    target = checkpoint_dir / IMPORT_DIR / f"{buckets}-{int(time.time() * 1000)}.jsonl"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.replace(target)
+    log.warning("checkpoint %s holds its state under %s, this job under %d buckets: moving %d broker group(s) "
+                "into them in the next batch (%s)", checkpoint_dir, was, buckets, groups, target)
+    return target
+
+
+def read_import(path: Path) -> list[dict[str, str]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def _read_state(spark: Any, checkpoint_dir: Path) -> list[tuple[str, str, str | None]]:
+    """The stateful operator's rows as of the last committed batch (Spark's state data source)."""
+    spark.streams.active  # noqa: B018 -- starts the state store coordinator the reader asks for
+    df = spark.read.format("statestore").load(str(checkpoint_dir))
+    rows = df.selectExpr("key.key AS key", "value.groupState.core AS core", "value.groupState.topics AS topics").collect()
+    return [(r["key"], r["core"], r["topics"]) for r in rows if r["key"] is not None]
+
+
+def _bucket_of(spark: Any, names: list[str], buckets: int) -> dict[str, int]:
+    if not names:
+        return {}
+    from pyspark.sql.functions import col
+    df = spark.createDataFrame([(n,) for n in names], "key string")
+    out = df.select(col("key"), bk.bucket_key_column(col("key"), buckets).alias("bucket")).collect()
+    return {r["key"]: int(r["bucket"].rsplit("/", 1)[1]) for r in out}
