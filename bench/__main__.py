@@ -748,7 +748,8 @@ def fleet_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> No
             results["ours"][n] = fleet.measure_side(
                 f"127.0.0.1:{s.cfg.remoting_port}", n, topics, seconds,
                 lambda: [p.pid for p in tree(s.launcher.pid)],  # type: ignore[union-attr]
-                lambda: {p.pid: p.role for p in tree(s.launcher.pid)})  # type: ignore[union-attr]
+                lambda: {p.pid: p.role for p in tree(s.launcher.pid)},  # type: ignore[union-attr]
+                lambda: fleet.served_live(s.url))
         java_ns = rmq.start_namesrv(heap="2g", full_jit=True)
         try:
             results["rocketmq"][n] = fleet.measure_side(java_ns.addr, n, topics, seconds,
@@ -792,6 +793,11 @@ def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], sec
         lines.append(f"| {n:,} × {o['topics']} | first registrations, until the last route is answered, s | "
                      f"{o['registered_s']:.1f} / {j['registered_s']:.1f} | {o['registered_s'] / j['registered_s']:.1f} "
                      "| | | | |")
+        if "live_lag" in o:
+            lag = o["live_lag"]
+            lines.append(f"| {n:,} × {o['topics']} | served `lastUpdateTimestamp` behind each broker's newest "
+                         f"signal, max / p99 s ({lag['samples']:,} looks, one a second for {fleet.SETTLE_S:.0f} s) | "
+                         f"{lag['max_s']:.1f} / {lag['p99_s']:.1f} | | | | | |")
     rep.section("A default-configured fleet, side by side with RocketMQ's NameServer", lines)
     n = 1000 if 1000 in sizes else sizes[0]
     o, j = results["ours"][n], results["rocketmq"][n]
@@ -804,6 +810,9 @@ def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], sec
     rep.target(f"whole default fleet: {n:,} brokers, also 106 every 5 s, CPU vs RocketMQ's; PSS",
                "≤ 1.5×; ≤ 1.0 GiB", f"{whole['cpu_pct']:.1f} vs {j['register+106']['cpu_pct']:.1f} % of a core "
                f"({ratio:.1f}×); PSS {whole['pss_mib']:.0f} MiB", ratio <= 1.5 and whole["pss_mib"] <= 1024)
+    if "live_lag" in o:
+        rep.target(f"broker_live's lastUpdateTimestamp behind the newest signal, {n:,} brokers re-registering",
+                   "≤ 30 s", f"max {o['live_lag']['max_s']:.1f} s", o["live_lag"]["max_s"] <= 30)
     rep.target(f"{n:,} first registrations served", "≤ 3 s",
                f"{o['registered_s']:.1f} s (RocketMQ {j['registered_s']:.1f} s)", o["registered_s"] <= 3)
     if 10_000 in sizes:

@@ -60,9 +60,44 @@ class ClusterInfoLoad:
                         self.answered += 1
 
 
+def served_live(http_url: str) -> dict[str, int]:
+    """Every served broker address's `lastUpdateTimestamp` (the dashboard's group list, paged)."""
+    import requests
+    out: dict[str, int] = {}
+    offset = 0
+    while True:
+        page = requests.get(f"{http_url}/dashboard/api/groups", params={"offset": offset, "limit": 500},
+                            timeout=30).json()
+        for group in page["groups"]:
+            for m in group["members"]:
+                if m["lastUpdateTimestamp"] is not None:
+                    out[m["addr"]] = m["lastUpdateTimestamp"]
+        offset += len(page["groups"])
+        if not page["groups"] or offset >= page["total"]:
+            return out
+
+
+def live_lag(fleet: versus.RemotingFleet, live: Callable[[], dict[str, int]], seconds: float) -> dict[str, float]:
+    """How far the served `lastUpdateTimestamp` trails each broker's newest signal sent before
+    the look, sampled every second for `seconds`: the largest lag and its 99th percentile (s)."""
+    lags: list[float] = []
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        sent = dict(fleet.last_sent)
+        served = live()
+        lags += [max(0, t - served.get(a, 0)) / 1000 for a, t in sent.items()]
+        time.sleep(1.0)
+    lags.sort()
+    return {"max_s": lags[-1] if lags else float("nan"),
+            "p99_s": lags[int(0.99 * (len(lags) - 1))] if lags else float("nan"), "samples": len(lags)}
+
+
 def measure_side(addr: str, brokers: int, topics: int, seconds: float,
-                 pids: Callable[[], list[int]], roles: Callable[[], dict[int, str]] | None = None) -> dict[str, Any]:
-    """Register the fleet (timed until its last route is answered), then each phase of PHASES."""
+                 pids: Callable[[], list[int]], roles: Callable[[], dict[int, str]] | None = None,
+                 live: Callable[[], dict[str, int]] | None = None) -> dict[str, Any]:
+    """Register the fleet (timed until its last route is answered), then each phase of PHASES.
+    `live`: the side's served lastUpdateTimestamp per address, sampled during the first phase's
+    settling period (so its reads are not in the phase's CPU)."""
     from bench.system import cpu_seconds
     started = time.monotonic()
     fleet = versus.RemotingFleet(addr, brokers, topics, mode=versus.REGISTER)
@@ -75,7 +110,10 @@ def measure_side(addr: str, brokers: int, topics: int, seconds: float,
             fleet.mode = mode
             load = ClusterInfoLoad(addr, brokers) if cluster_info else None
             with load if load is not None else contextlib.nullcontext():
-                time.sleep(SETTLE_S)
+                if live is not None and name == PHASES[0][0]:
+                    out["live_lag"] = live_lag(fleet, live, SETTLE_S)
+                else:
+                    time.sleep(SETTLE_S)
                 before = {pid: cpu_seconds([pid]) for pid in pids()}
                 sent = fleet.sent
                 phase: dict[str, Any] = dict(versus.cost(pids, seconds))

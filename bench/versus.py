@@ -66,6 +66,7 @@ class RemotingFleet:
         self._thread = threading.Thread(target=self._beat, daemon=True)
         self.sent = 0
         self.failures: list[str] = []  # refused re-registrations
+        self.last_sent: dict[str, int] = {}  # broker address -> epoch ms of its newest liveness signal sent
 
     def _register(self, i: int, topics: int, failures: list[str], window: int = 16) -> None:
         """Connection i's brokers, pipelined (at most `window` answers outstanding), as a broker
@@ -112,6 +113,7 @@ class RemotingFleet:
                         bodies[g] = self._registration(g, self.topics)
                     self.conns[conn].send(codes.REGISTER_BROKER, *bodies[g])
                     waiting[conn] = waiting.get(conn, 0) + 1
+                self.last_sent[_addr(g)] = int(time.time() * 1000)
                 g = (g + 1) % self.brokers
                 self.sent += 1
             for conn, n in waiting.items():  # a broker waits for its registration's answer

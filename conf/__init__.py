@@ -92,16 +92,15 @@ class Config:
         "`./run.sh` also starts a standby job: its SparkSession is up, it waits for the job lock in the data "
         "directory and runs the query the moment the active job dies (costs a second idle driver; one host only, "
         "the lock is a local flock; measured no faster than the plain restart, see README)")
-    # 30 s, one of RocketMQ's heartbeat periods: a quiet fleet then costs one batch per period, each
-    # group called once in it (1,000 brokers: 10 s cost 18 % of a core, 30 s 11 %; BENCHMARKS.md).
-    # Expiry does not wait for it: a due group timeout admits a batch, which reads every waiting
-    # heartbeat first, so that batch grows with the deferral. 60 s halved idle CPU on one host
-    # (bench: 8.6 against 14.2 %; versus, 1,000 brokers: 10.3 against 20.6 %); its expiry overshoot
-    # was 2.1-2.4 s against 1.1-3.1 s at 30 s, too noisy there to call (the target is 2 s). With
-    # 1,000 brokers re-registering as default brokers do, 60 s measured 12.3 against 18.7 % of a
-    # core (2026-11-25, same sitting, 120 s windows); it stays 30 s because a due expiry's batch
-    # carries every waiting signal, and the next issue's target is a half-second overshoot.
-    heartbeat_defer_ms: int = setting("NAMESRV_HEARTBEAT_DEFER_MS", 30000,
+    # 25 s, under one of RocketMQ's heartbeat periods (30 s): a quiet fleet costs one batch per
+    # window, and a signal is applied (and, NAMESRV_LIVE_FLUSH_MS being 0, in broker_live) within
+    # the window plus a batch, so the served lastUpdateTimestamp stays within one heartbeat interval
+    # of the newest signal (docs/semantics.md §15.3; the bench's fleet part measures it). Expiry does
+    # not wait for it: a due group timeout admits a batch, which reads every waiting signal first.
+    # Measured before buckets: 60 s halved idle CPU against 30 s (8.6 against 14.2 % of a core),
+    # because each batch cost a call per group; with buckets a batch costs about a second of the
+    # JVM's CPU (docs/scaling.md).
+    heartbeat_defer_ms: int = setting("NAMESRV_HEARTBEAT_DEFER_MS", 25000,
                                       "liveness signals alone (heartbeats, unchanged re-registrations) wait up to this long "
                                       "for a batch (0 = a batch every trigger)")
     broker_timeout_ms: int = setting("NAMESRV_BROKER_TIMEOUT_MS", 120000,
@@ -149,8 +148,9 @@ class Config:
     admin_token: str = setting("NAMESRV_ADMIN_TOKEN", "",
                                "bearer token for writes; empty = the token file `<data dir>/admin-token`",
                                secret=True)
-    live_flush_ms: int = setting("NAMESRV_LIVE_FLUSH_MS", 60000,
-                                 "heartbeats reach `broker_live` once per window (0 = every batch)")
+    live_flush_ms: int = setting("NAMESRV_LIVE_FLUSH_MS", 0,
+                                 "liveness signals reach `broker_live` once per window (0 = in the batch that "
+                                 "applies them; a window adds up to its length to the table's lag)")
     log_format: str = setting("NAMESRV_LOG_FORMAT", "text",
                               "`text`, or `json` (one JSON object per line in every log, with batch id, snapshot id "
                               "and broker names as fields)", choices=("text", "json"))

@@ -173,10 +173,10 @@ def test_heartbeats_and_unchanged_reregistrations_leave_the_topic_table_encoded(
     s = GroupState.from_parts(core, tps)
     s, res = apply_at(s, [(norm(hb("b", 0, A0), 0), 2), (norm(e, 0), 3), (norm(hb("b", 0, A0), 0), 4)])
     assert s._topics_json is tps  # never decoded: the same string object goes back to the store
-    assert s.to_parts()[1] is tps and not res.dirty_tables
+    assert s.to_parts()[1] is tps and res.dirty_tables <= {t.BROKER_LIVE.name}  # liveness only
     # A new topic name under the same data version decodes it and adds just that topic.
     s, res = apply_at(_stored(s), [(norm(reg("b", 0, A0, tps=many(51)), 0), 5)])
-    assert res.dirty_tables == {t.TOPIC_QUEUE.name} and len(queue_names(s)) == 51
+    assert res.dirty_tables - {t.BROKER_LIVE.name} == {t.TOPIC_QUEUE.name} and len(queue_names(s)) == 51
 
 
 def test_the_encoded_topic_table_answers_emptiness_and_digest_without_decoding():
