@@ -50,7 +50,11 @@ def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: 
     log4j = Path(__file__).resolve().parent.parent / "conf" / "log4j2.properties"
     # -Xss: on stop, Spark matches a regex over the interrupted Python source's traceback, which
     # overflows the default 1 MiB thread stack and prints a thousand-line StackOverflowError.
-    java_opts = f"-Dlog4j2.configurationFile={log4j.as_uri()} -Xss32m"
+    # C1 only: every micro-batch brings freshly generated classes, so the JIT never settles, and C2
+    # compiling them was half of the JVM's CPU under a quiet fleet (1,000 brokers re-registering:
+    # JVM 7.0 → 3.5 % of a core; 10,000 × 100 topics registering: 104-108 s either way, JVM CPU
+    # 28 → 24 s; by hand, 2026-11-25, docs/scaling.md).
+    java_opts = f"-Dlog4j2.configurationFile={log4j.as_uri()} -Xss32m -XX:TieredStopAtLevel=1"
     # G1 keeps the heap a registration wave grew to; a periodic concurrent cycle and uncommitting
     # down to 30 % free give it back (10,000 groups × 100 topics, heartbeating: driver JVM
     # 1,313 → 813 MiB, registration 53 s either way).
