@@ -796,8 +796,9 @@ def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], sec
         if "live_lag" in o:
             lag = o["live_lag"]
             lines.append(f"| {n:,} × {o['topics']} | served `lastUpdateTimestamp` behind each broker's newest "
-                         f"signal, max / p99 s ({lag['samples']:,} looks, one a second for {fleet.SETTLE_S:.0f} s) | "
-                         f"{lag['max_s']:.1f} / {lag['p99_s']:.1f} | | | | | |")
+                         f"signal: most signals behind; max / p99 s ({lag['samples']:,} looks, one a second for "
+                         f"{fleet.SETTLE_S:.0f} s) | {lag.get('max_signals_behind', '?')}; {lag['max_s']:.1f} / "
+                         f"{lag['p99_s']:.1f} | | | | | |")
     rep.section("A default-configured fleet, side by side with RocketMQ's NameServer", lines)
     n = 1000 if 1000 in sizes else sizes[0]
     o, j = results["ours"][n], results["rocketmq"][n]
@@ -811,8 +812,11 @@ def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], sec
                "≤ 1.5×; ≤ 1.0 GiB", f"{whole['cpu_pct']:.1f} vs {j['register+106']['cpu_pct']:.1f} % of a core "
                f"({ratio:.1f}×); PSS {whole['pss_mib']:.0f} MiB", ratio <= 1.5 and whole["pss_mib"] <= 1024)
     if "live_lag" in o:
+        lag = o["live_lag"]
         rep.target(f"broker_live's lastUpdateTimestamp behind the newest signal, {n:,} brokers re-registering",
-                   "≤ 30 s", f"max {o['live_lag']['max_s']:.1f} s", o["live_lag"]["max_s"] <= 30)
+                   "≤ one heartbeat interval (the newest signal at most unserved)",
+                   f"{lag.get('max_signals_behind', '?')} signal(s) behind at most; max {lag['max_s']:.1f} s "
+                   f"(the fleet's own longest interval)", lag.get("max_signals_behind", 99) <= 1)
     rep.target(f"{n:,} first registrations served", "≤ 3 s",
                f"{o['registered_s']:.1f} s (RocketMQ {j['registered_s']:.1f} s)", o["registered_s"] <= 3)
     if 10_000 in sizes:

@@ -78,17 +78,23 @@ def served_live(http_url: str) -> dict[str, int]:
 
 
 def live_lag(fleet: versus.RemotingFleet, live: Callable[[], dict[str, int]], seconds: float) -> dict[str, float]:
-    """How far the served `lastUpdateTimestamp` trails each broker's newest signal sent before
-    the look, sampled every second for `seconds`: the largest lag and its 99th percentile (s)."""
+    """How far the served `lastUpdateTimestamp` trails each broker, sampled every second for
+    `seconds`: in signals (how many of the broker's signals sent before the look are newer than
+    the served time: 1 = the newest is not served yet, the previous one is) and in time (newest
+    sent minus served, which reaches the broker's own interval whenever it is one signal behind)."""
+    behind: list[int] = []
     lags: list[float] = []
     stop = time.monotonic() + seconds
     while time.monotonic() < stop:
-        sent = dict(fleet.last_sent)
+        sent = {a: list(ts) for a, ts in fleet.last_sent.items()}
         served = live()
-        lags += [max(0, t - served.get(a, 0)) / 1000 for a, t in sent.items()]
+        for a, ts in sent.items():
+            at = served.get(a, 0)
+            behind.append(sum(1 for t in ts if t > at))
+            lags.append(max(0, ts[-1] - at) / 1000)
         time.sleep(1.0)
     lags.sort()
-    return {"max_s": lags[-1] if lags else float("nan"),
+    return {"max_signals_behind": max(behind, default=-1), "max_s": lags[-1] if lags else float("nan"),
             "p99_s": lags[int(0.99 * (len(lags) - 1))] if lags else float("nan"), "samples": len(lags)}
 
 

@@ -66,7 +66,8 @@ class RemotingFleet:
         self._thread = threading.Thread(target=self._beat, daemon=True)
         self.sent = 0
         self.failures: list[str] = []  # refused re-registrations
-        self.last_sent: dict[str, int] = {}  # broker address -> epoch ms of its newest liveness signal sent
+        # broker address -> epoch ms of its newest liveness signals sent (the last three)
+        self.last_sent: dict[str, list[int]] = {}
 
     def _register(self, i: int, topics: int, failures: list[str], window: int = 16) -> None:
         """Connection i's brokers, pipelined (at most `window` answers outstanding), as a broker
@@ -113,7 +114,7 @@ class RemotingFleet:
                         bodies[g] = self._registration(g, self.topics)
                     self.conns[conn].send(codes.REGISTER_BROKER, *bodies[g])
                     waiting[conn] = waiting.get(conn, 0) + 1
-                self.last_sent[_addr(g)] = int(time.time() * 1000)
+                self.last_sent[_addr(g)] = [*self.last_sent.get(_addr(g), [])[-2:], int(time.time() * 1000)]
                 g = (g + 1) % self.brokers
                 self.sent += 1
             for conn, n in waiting.items():  # a broker waits for its registration's answer
