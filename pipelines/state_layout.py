@@ -130,9 +130,35 @@ def prepare(spark: Any, checkpoint_dir: Path, buckets: int, routing: RoutingConf
     tmp = target.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
     tmp.replace(target)
+    planned_batches = _batches(checkpoint_dir, "offsets")
+    if planned_batches and (not committed or planned_batches[-1] > committed[-1]):
+        # A batch planned under the old layout and not committed: Spark replays it before planning
+        # any other, so that batch itself must hand the state over, ahead of its records.
+        batch = planned_batches[-1]
+        carry_import(checkpoint_dir / "offsets" / str(batch), target)
+        log.warning("checkpoint %s holds its state under %s, this job under %d buckets: moving %d broker group(s) "
+                    "into them in batch %d, planned before and replayed now (%s)", checkpoint_dir, was, buckets,
+                    groups, batch, target)
+        return None
     log.warning("checkpoint %s holds its state under %s, this job under %d buckets: moving %d broker group(s) "
                 "into them in the next batch (%s)", checkpoint_dir, was, buckets, groups, target)
     return target
+
+
+def carry_import(offsets_file: Path, target: Path) -> None:
+    """Add the import entry to a planned batch's offsets in Spark's offset log (`v1`, the batch's
+    metadata, then our source's offsets as JSON, possibly as a JSON string). Hadoop's checksum
+    beside it is removed: the local file system reads a file without one unverified."""
+    lines = offsets_file.read_text().split("\n")
+    raw = json.loads(lines[2])
+    inner = json.loads(raw) if isinstance(raw, str) else raw
+    inner[IMPORT_OFFSET] = str(target)
+    encoded = json.dumps(inner, separators=(",", ":"))
+    lines[2] = json.dumps(encoded) if isinstance(raw, str) else encoded
+    tmp = offsets_file.with_name(f".{offsets_file.name}.namesrv-tmp")
+    tmp.write_text("\n".join(lines))
+    tmp.replace(offsets_file)
+    offsets_file.with_name(f".{offsets_file.name}.crc").unlink(missing_ok=True)
 
 
 def read_import(path: Path) -> list[dict[str, str]]:

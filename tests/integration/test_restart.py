@@ -92,6 +92,43 @@ def test_a_checkpoint_of_another_bucket_count_is_moved_not_lost(spark, kafka_boo
         p.close()
 
 
+def test_a_batch_planned_under_the_old_layout_and_not_committed_carries_the_move(spark, kafka_bootstrap, tmp_path,
+                                                                                   caplog):
+    """Spark replays an uncommitted batch before planning another: that batch hands the state
+    over first, so its records apply to the moved state, not to empty buckets."""
+    import logging
+
+    from pipelines import state_layout
+    p = Pipeline(spark, kafka_bootstrap, tmp_path, NAMESRV_STATE_BUCKETS="2").start_job().start_http()
+    try:
+        p.wait_served(p.publish([reg(f"broker-u{i}", 0, f"127.0.0.1:{17970 + i}", tps=topics(f"UTopic{i}", "Base"),
+                                     timeout_ms=60_000) for i in range(4)]))
+        p.wait_served(p.publish([unreg("broker-u1", 0, "127.0.0.1:17971")]))
+        p.stop_job()
+        commits = p.cfg.checkpoint_dir / "commits"
+        last = max(int(f.name) for f in commits.iterdir() if f.name.isdigit())
+        (commits / str(last)).unlink()  # the unregistration's batch: planned, not committed
+        (commits / f".{last}.crc").unlink(missing_ok=True)
+
+        p.cfg = p.config_with(NAMESRV_STATE_BUCKETS="5")
+        with caplog.at_level(logging.WARNING, logger="pipelines.state_layout"):
+            p.start_job()
+        assert any(f"in batch {last}, planned before and replayed now" in r.getMessage() for r in caplog.records)
+        p.wait_for(lambda: state_layout.recorded_buckets(p.cfg.checkpoint_dir) == 5, 60, "the new layout recorded")
+        assert p.get("/topics/UTopic1/route")[0] == 404
+        assert all(p.get(f"/topics/UTopic{i}/route")[0] == 200 for i in (0, 2, 3))
+        p.wait_served(p.publish([unreg("broker-u2", 0, "127.0.0.1:17972")]))  # the moved state holds broker-u2
+        assert p.get("/topics/UTopic2/route")[0] == 404 and p.get("/topics/UTopic3/route")[0] == 200
+        # broker-u1's master left in the replayed batch: a slave registering now is the group's only member
+        p.wait_served(p.publish([reg("broker-u1", 1, "127.0.0.1:17981", tps=topics("UTopic1", "Base"),
+                                     timeout_ms=60_000)]))
+        status, body = p.get("/topics/UTopic1/route")
+        assert status == 200 and body["brokerDatas"][0]["brokerAddrs"] == {"1": "127.0.0.1:17981"}
+        p.check_job()
+    finally:
+        p.close()
+
+
 def test_replaying_a_committed_batch_changes_nothing(spark, kafka_bootstrap, tmp_path):
     """The sink's idempotency, driven directly: the same batch id twice writes once."""
     from pipelines.sink import DeltaSink
