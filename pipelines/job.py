@@ -218,30 +218,27 @@ def main(argv: list[str] | None = None) -> int:
     lock = job_lock.acquire(cfg.data_dir, lambda pid: log.info(
         "standby: job %s holds %s; this job runs the query the moment that one ends", pid or "?",
         cfg.data_dir / job_lock.LOCK_FILE), keep_warm=lambda: warm_python_workers(spark, cfg))
+    stopping = threading.Event()
     try:
         query = start_query(spark, cfg,
                             fault=KillAtRandom(cfg.test_kill_probability) if cfg.test_kill_probability else None)
+
+        def _stop(signum, frame):
+            if not stopping.is_set():
+                log.info("signal %d: stopping the query", signum)
+                stopping.set()
+                threading.Thread(target=query.stop, daemon=True).start()
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+        log.info("streaming job running: Kafka %s topic %s -> %s (trigger %d ms, default broker timeout %d ms; %s)",
+                 cfg.bootstrap, cfg.kafka_topic, cfg.warehouse, cfg.trigger_interval_ms, cfg.broker_timeout_ms,
+                 "driver JVM started from its class archive" if archive
+                 else "no class archive for this Java and these jars: './run.sh setup' makes it")
+        query.awaitTermination()
     except state_layout.LayoutError as exc:
         log.error("%s", exc)
-        spark.stop()
-        lock.close()
         return 2
-    stopping = threading.Event()
-
-    def _stop(signum, frame):
-        if not stopping.is_set():
-            log.info("signal %d: stopping the query", signum)
-            stopping.set()
-            threading.Thread(target=query.stop, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    log.info("streaming job running: Kafka %s topic %s -> %s (trigger %d ms, default broker timeout %d ms; %s)",
-             cfg.bootstrap, cfg.kafka_topic, cfg.warehouse, cfg.trigger_interval_ms, cfg.broker_timeout_ms,
-             "driver JVM started from its class archive" if archive
-             else "no class archive for this Java and these jars: './run.sh setup' makes it")
-    try:
-        query.awaitTermination()
     except Exception as exc:  # the query died: report it in one line, exit non-zero for the supervisor
         if not stopping.is_set():
             log.error("streaming query failed: %s", str(exc).splitlines()[0] if str(exc) else exc)

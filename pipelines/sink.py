@@ -26,7 +26,7 @@ from pipelines import step_rows
 from pipelines.deadlines import DeadlineBook
 from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
-from pipelines.offset_log import read_offset_log, read_source_offsets
+from pipelines.offset_log import partition_offsets, read_offset_log, read_source_offsets
 from pipelines.state_layout import IMPORT_OFFSET, LAYOUT_FILE, record_layout, recorded_buckets
 from routeinfo import housekeeping
 from schemas import tables as t
@@ -152,10 +152,10 @@ class DeltaSink:
         big = arrow.nbytes > 32 * 1024 * 1024
         rows = arrow.to_pylist()
         del arrow
-        offsets, consumed = self._offsets(batch_id)
+        raw = read_source_offsets(self.checkpoint_dir / "offsets" / str(batch_id))
+        offsets, consumed = self._offsets(batch_id, partition_offsets(raw))
         self.commit(batch_id, rows, offsets, consumed)
-        if not self._layout_recorded and IMPORT_OFFSET in read_source_offsets(
-                self.checkpoint_dir / "offsets" / str(batch_id)):
+        if not self._layout_recorded and IMPORT_OFFSET in raw:
             assert self.state_buckets is not None
             record_layout(self.checkpoint_dir, self.state_buckets)
             self._layout_recorded = True
@@ -275,9 +275,8 @@ class DeltaSink:
         else:
             write_deltalake(dt, data, mode="append", commit_properties=commit)
 
-    def _offsets(self, batch_id: int) -> tuple[dict[str, int], int]:
-        """The source offsets this batch read up to (from the checkpoint's offset log), and how many records."""
-        end = read_offset_log(self.checkpoint_dir / "offsets" / str(batch_id))
+    def _offsets(self, batch_id: int, end: dict[str, int]) -> tuple[dict[str, int], int]:
+        """The source offsets this batch read up to (`end`, from the checkpoint's offset log), and how many records."""
         start = read_offset_log(self.checkpoint_dir / "offsets" / str(batch_id - 1)) if batch_id > 0 else {}
         consumed = sum(max(0, off - start.get(p, off if start else 0)) for p, off in end.items()) if end else 0
         return end, consumed

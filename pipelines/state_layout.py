@@ -55,20 +55,16 @@ def recorded_buckets(checkpoint_dir: Path) -> int | None:
     return int(raw["buckets"])
 
 
+def _replace_text(path: Path, text: str) -> None:
+    """Atomically replace `path` (a temporary file beside it, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.namesrv-tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
 def record_layout(checkpoint_dir: Path, buckets: int) -> None:
-    checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    tmp = checkpoint_dir / f".{LAYOUT_FILE}.tmp"
-    tmp.write_text(json.dumps({"stateKeys": "buckets", "buckets": buckets}) + "\n")
-    tmp.replace(checkpoint_dir / LAYOUT_FILE)
-
-
-def planned_import(checkpoint_dir: Path) -> str | None:
-    """The import file the newest planned batch carries, if any."""
-    planned = _batches(checkpoint_dir, "offsets")
-    if not planned:
-        return None
-    found = read_source_offsets(checkpoint_dir / "offsets" / str(planned[-1])).get(IMPORT_OFFSET)
-    return None if found is None else str(found)
+    _replace_text(checkpoint_dir / LAYOUT_FILE, json.dumps({"stateKeys": "buckets", "buckets": buckets}) + "\n")
 
 
 def import_rows(state_rows: Iterable[tuple[str, str, str | None]], recorded: int | None,
@@ -103,19 +99,21 @@ def import_rows(state_rows: Iterable[tuple[str, str, str | None]], recorded: int
 def prepare(spark: Any, checkpoint_dir: Path, buckets: int, routing: RoutingConfig, *,
             can_import: bool = True) -> Path | None:
     """At start: the import file the next batch must carry (None: the checkpoint is new, already
-    in this layout, or its import is planned already and Spark will replay that batch).
+    in this layout, its import is planned already, or the batch Spark replays first carries it).
     `can_import`: whether the job's source can hand an import over (ours; Spark's Kafka
     connector cannot, and a checkpoint to move is then refused with LayoutError)."""
     committed = _batches(checkpoint_dir, "commits")
+    planned = _batches(checkpoint_dir, "offsets")
     recorded = recorded_buckets(checkpoint_dir)
-    if not committed and not _batches(checkpoint_dir, "offsets"):
+    if not committed and not planned:
         record_layout(checkpoint_dir, buckets)
         return None
     if recorded == buckets:
         return None
-    planned = planned_import(checkpoint_dir)
-    if planned is not None and Path(planned).name.startswith(f"{buckets}-"):
-        if committed and committed[-1] == _batches(checkpoint_dir, "offsets")[-1]:
+    uncommitted = planned[-1] if planned and (not committed or planned[-1] > committed[-1]) else None
+    carried = read_source_offsets(checkpoint_dir / "offsets" / str(planned[-1])).get(IMPORT_OFFSET) if planned else None
+    if carried is not None and Path(str(carried)).name.startswith(f"{buckets}-"):
+        if uncommitted is None:
             record_layout(checkpoint_dir, buckets)  # the import committed, the record of it was not written
         return None
     was = "one key per broker group (written before buckets)" if recorded is None else f"{recorded} buckets"
@@ -126,23 +124,16 @@ def prepare(spark: Any, checkpoint_dir: Path, buckets: int, routing: RoutingConf
     rows, groups = import_rows(_read_state(spark, checkpoint_dir) if committed else [], recorded,
                                lambda names: _bucket_of(spark, names, buckets), buckets, routing)
     target = checkpoint_dir / IMPORT_DIR / f"{buckets}-{int(time.time() * 1000)}.jsonl"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    tmp.replace(target)
-    planned_batches = _batches(checkpoint_dir, "offsets")
-    if planned_batches and (not committed or planned_batches[-1] > committed[-1]):
+    _replace_text(target, "".join(json.dumps(r) + "\n" for r in rows))
+    if uncommitted is not None:
         # A batch planned under the old layout and not committed: Spark replays it before planning
         # any other, so that batch itself must hand the state over, ahead of its records.
-        batch = planned_batches[-1]
-        carry_import(checkpoint_dir / "offsets" / str(batch), target)
-        log.warning("checkpoint %s holds its state under %s, this job under %d buckets: moving %d broker group(s) "
-                    "into them in batch %d, planned before and replayed now (%s)", checkpoint_dir, was, buckets,
-                    groups, batch, target)
-        return None
+        carry_import(checkpoint_dir / "offsets" / str(uncommitted), target)
     log.warning("checkpoint %s holds its state under %s, this job under %d buckets: moving %d broker group(s) "
-                "into them in the next batch (%s)", checkpoint_dir, was, buckets, groups, target)
-    return target
+                "into them in %s (%s)", checkpoint_dir, was, buckets, groups,
+                "the next batch" if uncommitted is None else f"batch {uncommitted}, planned before and replayed now",
+                target)
+    return None if uncommitted is not None else target
 
 
 def carry_import(offsets_file: Path, target: Path) -> None:
@@ -155,9 +146,7 @@ def carry_import(offsets_file: Path, target: Path) -> None:
     inner[IMPORT_OFFSET] = str(target)
     encoded = json.dumps(inner, separators=(",", ":"))
     lines[2] = json.dumps(encoded) if isinstance(raw, str) else encoded
-    tmp = offsets_file.with_name(f".{offsets_file.name}.namesrv-tmp")
-    tmp.write_text("\n".join(lines))
-    tmp.replace(offsets_file)
+    _replace_text(offsets_file, "\n".join(lines))
     offsets_file.with_name(f".{offsets_file.name}.crc").unlink(missing_ok=True)
 
 
