@@ -34,6 +34,10 @@ class EventPublisher:
                                        max_block_ms=connect_timeout_ms, bootstrap_timeout_ms=connect_timeout_ms,
                                        delivery_timeout_ms=20_000)
 
+    def warm(self) -> None:
+        """Fetch the topic's metadata now, so that the first publish does not wait for it."""
+        self._producer.partitions_for(self.topic)
+
     def publish(self, events: Iterable[Mapping[str, Any]]) -> list[tuple[int, int]]:
         """Send events in order; returns their (partition, offset) coordinates (one per record:
         a chunked registration yields one per chunk)."""
@@ -87,11 +91,24 @@ class ReconnectingPublisher:
     def publish(self, events: Iterable[Mapping[str, Any]]) -> list[tuple[int, int]]:
         return [c for group in self.publish_groups([list(events)]) for c in group]
 
-    def publish_groups(self, groups: Sequence[Sequence[Mapping[str, Any]]]) -> list[list[tuple[int, int]]]:
+    def connect(self) -> None:
+        """Build the publisher and fetch the topic's metadata ahead of the first publish (a
+        starting fleet's first registrations are the first publishes); raises as a publish would."""
+        publisher = self._current()
+        try:
+            publisher.warm()
+        except Exception:
+            self._forget(publisher)
+            raise
+
+    def _current(self) -> EventPublisher:
         with self._lock:
             if self._publisher is None:
                 self._publisher = self._factory()
-            publisher = self._publisher
+            return self._publisher
+
+    def publish_groups(self, groups: Sequence[Sequence[Mapping[str, Any]]]) -> list[list[tuple[int, int]]]:
+        publisher = self._current()
         try:
             return publisher.publish_groups(groups)
         except Exception:

@@ -86,6 +86,7 @@ def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: 
              .config("spark.executor.extraJavaOptions", java_opts)
              .config("spark.sql.streaming.stateStore.providerClass", STATE_STORES[cfg.state_store])
              .config("spark.python.worker.reuse", "true")
+             .config(map=dict[str, Any](_daemon_conf(cfg.spark_master)))
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     if not cfg.spark_master.startswith("local"):
@@ -94,6 +95,13 @@ def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: 
     _quiet_accumulator_server()
     spark.dataSource.register(kafka_source.KafkaEventSource)
     return spark
+
+
+def _daemon_conf(master: str) -> dict[str, str]:
+    """Python workers forked from a daemon that has already imported what they import
+    (`pipelines/worker_daemon.py`). Local masters only: a cluster's executors import this tree
+    from the code archive, which the daemon's own start cannot see."""
+    return {"spark.python.daemon.module": "pipelines.worker_daemon"} if master.startswith("local") else {}
 
 
 def code_archive(data_dir: Path) -> Path:

@@ -10,6 +10,7 @@ becoming a dead letter.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -53,9 +54,22 @@ def validated(event: dict[str, Any], now_ms: int) -> dict[str, Any]:
     return event
 
 
-def registration(cmd: Command, now_ms: int) -> dict[str, Any]:
+def fingerprint(cmd: Command) -> bytes:
+    """What identifies a request's content: its header fields, version and body. A broker with
+    default settings re-sends the same REGISTER_BROKER every 30 s; one equal to a registration
+    already accepted (the front compares per connection and address) is accepted again without
+    being validated again, since validation reads nothing but these and the time it stamps."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(json.dumps(sorted(cmd.ext.items()), separators=(",", ":")).encode())
+    h.update(str(cmd.version).encode())
+    h.update(cmd.body)
+    return h.digest()
+
+
+def registration(cmd: Command, now_ms: int, *, validate: bool = True) -> dict[str, Any]:
     """103 as REGISTER_BROKER. Raises InvalidInput, or bodies.BodyError for a body that fails its
-    CRC (0 or absent: not checked, as in RocketMQ) or does not decode."""
+    CRC (0 or absent: not checked, as in RocketMQ) or does not decode. `validate` False: the
+    same request (`fingerprint`) was accepted before; the contract's parser is not run again."""
     ext = cmd.ext
     crc = _long(ext, "bodyCrc32", required=False)
     if crc and bodies.crc32(cmd.body) != crc:
@@ -68,7 +82,7 @@ def registration(cmd: Command, now_ms: int) -> dict[str, Any]:
         timeout_ms=_long(ext, "heartbeatTimeoutMillis", required=False),
         enable_acting_master=_bool(ext, "enableActingMaster"), zone=ext.get("__ZONE_NAME") or None,
         filter_servers=reg.filter_servers, timestamp=now_ms)
-    return validated(event, now_ms)
+    return validated(event, now_ms) if validate else event
 
 
 def single_topic_of_unknown(snap: Snapshot, event: dict[str, Any]) -> bool:

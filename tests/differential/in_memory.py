@@ -76,6 +76,9 @@ class InMemoryLog:
             i += len(group)
         return out
 
+    def warm(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
 

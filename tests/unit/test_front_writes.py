@@ -1,0 +1,146 @@
+"""The remoting front's write path over the in-memory log (no Kafka, Spark or Delta): writes that
+wait for the served cut, and re-registrations that repeat an accepted request.
+
+The served cut is held back by `HeldStore` so that waiting is observable: a write is answered
+when the cut includes it, or at NAMESRV_REMOTING_WRITE_WAIT_MS.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from conf import load_config
+from remoting import codes
+from remoting.client import RemotingClient, registration_request
+from remoting.front import Front
+from schemas import events as ev
+from tests.differential.in_memory import InMemoryLog
+from tests.harness import FrontThread
+
+
+class HeldStore:
+    """The in-memory log's cut, served only up to `release(offset)`; counts the front's looks."""
+
+    def __init__(self, log: InMemoryLog) -> None:
+        self.log, self.upto, self.looks = log, 0, 0
+        self._lock = threading.Lock()
+
+    @property
+    def current(self) -> Any:
+        return self.log.current
+
+    def release(self, upto: int) -> None:
+        self.upto = upto
+
+    def served_offsets(self) -> dict[str, int]:
+        with self._lock:
+            self.looks += 1
+        return {"0": self.upto}
+
+    def serves(self, coords: list[tuple[int, int]]) -> bool:
+        with self._lock:
+            self.looks += 1
+        return all(o < self.upto for _, o in coords)
+
+    def poke(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+class RecordingLog(InMemoryLog):
+    """The in-memory log, keeping every event published."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        super().__init__(timeout_ms)
+        self.events: list[dict[str, Any]] = []
+
+    def publish(self, events: list[dict[str, Any]]) -> list[tuple[int, int]]:
+        self.events.extend(events)
+        return super().publish(events)
+
+
+def _front(tmp_path, store_of, wait_ms: int = 3000) -> tuple[FrontThread, Any, RecordingLog]:
+    cfg = load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_REMOTING_PORT": "0",
+                       "NAMESRV_REMOTING_WRITE_WAIT_MS": str(wait_ms)})
+    log = RecordingLog(cfg.broker_timeout_ms)
+    store = store_of(log)
+    return FrontThread(Front(cfg, store, lambda: log)), store, log  # type: ignore[arg-type]
+
+
+def _registration(g: int, topics: dict[str, dict[str, Any]] | None = None) -> tuple[dict[str, str], bytes]:
+    return registration_request(cluster="C", broker_name=f"b-{g}", broker_id=0, addr=f"10.0.{g // 250}.{g % 250}:10911",
+                                topics={f"T-{g}": {}, f"U-{g}": {}} if topics is None else topics)
+
+
+def test_writes_waiting_together_are_answered_once_served_by_one_watcher(tmp_path):
+    """A starting fleet's first registrations wait for the cut together: all are answered once
+    it includes them, none before, and the front looks at the store per tick, not per waiter."""
+    front, store, log = _front(tmp_path, HeldStore)
+    n = 300
+    try:
+        with RemotingClient(front.addr, timeout_s=30) as c:
+            for g in range(n):
+                c.send(codes.REGISTER_BROKER, *_registration(g))
+            deadline = time.monotonic() + 10
+            while len(log.events) < n and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert len(log.events) == n
+            time.sleep(0.1)
+            looks = store.looks
+            time.sleep(0.5)  # published, not served: nobody is answered
+            looks_while_waiting = store.looks - looks
+            released = time.monotonic()
+            store.release(n)
+            answers = [c.receive() for _ in range(n)]
+            answered = time.monotonic()
+        assert all(a.code == codes.SUCCESS for a in answers), answers[0].remark
+        assert answered - released < 1.0
+        # 0.5 s of waiting at a 20 ms tick is about 25 looks; a loop per waiter would be 300 × 25
+        assert looks_while_waiting < 100, looks_while_waiting
+    finally:
+        front.stop()
+
+
+def test_a_write_not_served_within_the_bound_is_answered_at_the_bound(tmp_path):
+    front, _, _ = _front(tmp_path, HeldStore, wait_ms=400)
+    try:
+        with RemotingClient(front.addr) as c:
+            t0 = time.monotonic()
+            answer = c.call(codes.REGISTER_BROKER, *_registration(1))
+            waited = time.monotonic() - t0
+        assert answer.code == codes.SUCCESS
+        assert 0.4 <= waited < 2.0, waited
+    finally:
+        front.stop()
+
+
+@pytest.mark.parametrize("other_connection", [False, True])
+def test_a_repeated_registration_is_published_again_and_a_changed_one_is_checked_again(tmp_path, other_connection):
+    """The same REGISTER_BROKER re-sent (a default broker's every 30 s) is accepted and published
+    with its own receive time, as the first was; a request that differs in any byte is checked
+    by the contract again, on this connection or another."""
+    front, _, log = _front(tmp_path, lambda log: log)
+    good = _registration(7, {"T-7": {"readQueueNums": 4, "writeQueueNums": 4}, "U-7": {}})
+    bad = _registration(7, {"T-7": {"readQueueNums": -1, "writeQueueNums": 4}, "U-7": {}})
+    try:
+        with RemotingClient(front.addr) as c, RemotingClient(front.addr) as c2:
+            assert c.call(codes.REGISTER_BROKER, *good).code == codes.SUCCESS
+            time.sleep(0.01)
+            assert c.call(codes.REGISTER_BROKER, *good).code == codes.SUCCESS
+            refused = (c2 if other_connection else c).call(codes.REGISTER_BROKER, *bad)
+            assert c.call(codes.REGISTER_BROKER, *good).code == codes.SUCCESS
+        assert refused.code == codes.SYSTEM_ERROR
+        assert "readQueueNums=-1 is outside" in (refused.remark or "")
+        regs = [e for e in log.events if e["type"] == ev.REGISTER_BROKER]
+        assert len(regs) == 3
+        assert regs[0]["timestamp"] < regs[1]["timestamp"]
+        same = [{k: v for k, v in e.items() if k != "timestamp"} for e in regs]
+        assert same[0] == same[1] == same[2]
+    finally:
+        front.stop()
