@@ -686,7 +686,7 @@ def versus_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> N
             results["ours"][n] = measure(f"127.0.0.1:{s.cfg.remoting_port}", n,
                                          lambda: [p.pid for p in tree(s.launcher.pid)],  # type: ignore[union-attr]
                                          s.served_lag_s)
-        java_ns = rmq.start_namesrv(heap="2g", full_jit=True)
+        java_ns = rmq.start_namesrv(heap="2g", full_jit=True, direct_memory=None)
         try:
             results["rocketmq"][n] = measure(java_ns.addr, n, lambda: [java_ns.proc.pid])  # noqa: B023
         finally:
@@ -696,7 +696,8 @@ def versus_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> N
         f"The same driver (`bench/versus.py`) registers N brokers over RocketMQ's protocol (100 topics each, {versus.POOL} "
         "connections kept open), lets them heartbeat (904, one-way) every 30 s spread over the period, and measures "
         f"for {seconds} s: CPU and RSS of everything each side runs (ours: Tansu, the job's JVM and Python workers, "
-        "the HTTP server, the remoting front, the launcher; RocketMQ: NamesrvStartup, 2 GiB heap ceiling, serial GC, "
+        "the HTTP server, the remoting front, the launcher; RocketMQ: NamesrvStartup, 2 GiB heap ceiling, "
+        "Netty's direct memory at the JVM's default, serial GC, "
         "full JIT); then "
         f"{probes} registrations of a new topic until its route is answered, and {probes} brokers with "
         "heartbeatTimeoutMillis 10 s from their last heartbeat until their route is gone. One side after the "
@@ -750,7 +751,7 @@ def fleet_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> No
                 lambda: [p.pid for p in tree(s.launcher.pid)],  # type: ignore[union-attr]
                 lambda: {p.pid: p.role for p in tree(s.launcher.pid)},  # type: ignore[union-attr]
                 lambda: fleet.served_live(s.url))
-        java_ns = rmq.start_namesrv(heap="2g", full_jit=True)
+        java_ns = rmq.start_namesrv(heap="2g", full_jit=True, direct_memory=None)
         try:
             results["rocketmq"][n] = fleet.measure_side(java_ns.addr, n, topics, seconds,
                                                         lambda: [java_ns.proc.pid])  # noqa: B023
@@ -773,7 +774,8 @@ def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], sec
         "GET_BROKER_CLUSTER_INFO every 5 s (`register+106`: the whole default fleet); then BROKER_HEARTBEAT (904) "
         f"instead of the re-registrations (`heartbeat`). Each phase settles for {fleet.SETTLE_S:.0f} s and is measured "
         f"for {seconds} s over every process of the side (ours: the launcher's tree, Tansu included; RocketMQ: "
-        "NamesrvStartup, 2 GiB heap ceiling, full JIT). One side after the other, in this run, on this machine.", "",
+        "NamesrvStartup, 2 GiB heap ceiling, Netty's direct memory at the JVM's default, full JIT). "
+        "One side after the other, in this run, on this machine.", "",
         f"![CPU per liveness signal against fleet size]({FLEET_PLOT.relative_to(ROOT / 'docs').as_posix()})", "",
         "A side that cannot answer as fast as the fleet sends slows the fleet down (a broker waits for its "
         "registration's answer), so the signals each side was sent are shown against the offered rate "

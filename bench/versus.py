@@ -78,10 +78,13 @@ class RemotingFleet:
         as many independent brokers, each with its own registration in flight (RocketMQ's
         `registerBrokerAll` waits up to 24 s for its answer), not a queue of them."""
         c, mine = self.conns[i], list(range(i, self.brokers, POOL))
-        for g in mine:
-            c.send(codes.REGISTER_BROKER, *built[g])
-        for _ in mine:
-            self._answer(c, failures)
+        try:
+            for g in mine:
+                c.send(codes.REGISTER_BROKER, *built[g])
+            for _ in mine:
+                self._answer(c, failures)
+        except OSError as exc:  # the side closed the connection: a failure of the run, said at once
+            failures.append(f"connection {i}: {type(exc).__name__}: {exc}")
 
     @staticmethod
     def _registration(g: int, topics: int) -> tuple[dict[str, str], bytes]:

@@ -121,9 +121,11 @@ def _home(prefix: str) -> Path:
 
 
 def start_namesrv(port: int | None = None, *, timeout_s: float = 60.0, heap: str = "128m",
-                  full_jit: bool = False) -> JavaProcess:
+                  full_jit: bool = False, direct_memory: str | None = "64m") -> JavaProcess:
     """RocketMQ's NameServer (NamesrvStartup), small: 2 worker threads, 128 MiB heap by default,
-    C1 only unless `full_jit` (benchmarks: the JIT a production JVM runs)."""
+    C1 only unless `full_jit` (benchmarks: the JIT a production JVM runs), Netty's direct memory
+    capped at `direct_memory` (None: the JVM's default, the heap's ceiling, as RocketMQ's own
+    start script leaves it; a 10,000-broker fleet registering at once needs more than 64 MiB)."""
     port = port or free_port()
     home = _home("rmq-namesrv-")
     conf = home / "namesrv.properties"
@@ -132,7 +134,8 @@ def start_namesrv(port: int | None = None, *, timeout_s: float = 60.0, heap: str
                                "serverSelectorThreads=1", ""]))
     p = _spawn("namesrv", java("org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf), home=home,
                                logback="rmq.namesrv.logback.xml", heap=heap,
-                               opts=["-XX:MaxDirectMemorySize=64m", "-Dio.netty.allocator.numDirectArenas=1",
+                               opts=[*([f"-XX:MaxDirectMemorySize={direct_memory}",
+                                        "-Dio.netty.allocator.numDirectArenas=1"] if direct_memory else []),
                                      *(["-XX:TieredStopAtLevel=4"] if full_jit else [])]), home)
     p.addr = f"127.0.0.1:{port}"
     return _await(p, port, "The Name Server boot success", timeout_s)
