@@ -135,7 +135,7 @@ class Config:
                                             "a remoting connection silent this long is closed", positive=True)
     remoting_write_wait_ms: int = setting(
         "NAMESRV_REMOTING_WRITE_WAIT_MS", 3000,
-        "how long a remoting write (or a registration that adds topics) waits to be served before it is answered "
+        "how long a remoting write (or a registration that changes what a lookup sees) waits to be served before it is answered "
         "(under mqadmin's 5 s timeout)")
     remoting_heartbeat_coalesce_ms: int = setting(
         "NAMESRV_REMOTING_HEARTBEAT_COALESCE_MS", 1000,

@@ -3,7 +3,8 @@
 One asyncio loop holds every connection. Reads are answered inline from the served cut
 (`remoting.replies`); writes are published to Kafka on one publishing thread, in the order
 they arrived, and answered once Kafka acknowledged them (and, for admin writes and
-registrations that add topics, once the served cut has them, within a bound).
+registrations that change what a lookup would see, once the served cut has them, within a
+bound).
 
 The front also does what only the holder of a broker's TCP connection can do, as RocketMQ's
 BrokerHousekeepingService does: when a connection that registered a broker closes, the broker is
@@ -31,7 +32,7 @@ from remoting.replies import Reply, error, ok
 from routeinfo import route_reads
 from routeinfo.snapshot import Snapshot
 from schemas import events as ev
-from schemas.fields import DEFAULT_QUEUE_NUMS, MASTER_ID, InvalidInput
+from schemas.fields import MASTER_ID, InvalidInput
 from schemas.metrics import RemotingMetrics, remoting_role, write_metrics_file
 from schemas.progress import covers
 
@@ -347,11 +348,14 @@ class Front:
             # address leaving its other id) and records the refusal
             await self._publish([event])
             return error(codes.SYSTEM_ERROR, "register broker failed")
-        # A repeat of a registration already served is a liveness signal: answered without
-        # looking its topics up in the cut (at 100 topics a broker, the first look of each topic
-        # in a million-row cut was most of the front's CPU under a re-registering fleet).
-        adds = not (repeat and mine is not None and self.store.serves(mine.coords)) \
-            and _adds_topics(self.store.current, event)
+        # Answered once served unless the served cut already shows all it would change: a new
+        # slave, address, flag, data version or topic is visible to the next lookup, as RocketMQ's
+        # answer promises. A repeat of a registration already served is a liveness
+        # signal: answered without looking its topics up in the cut (at 100 topics a broker, the
+        # first look of each topic in a million-row cut was most of the front's CPU under a
+        # re-registering fleet).
+        changes = not (repeat and mine is not None and self.store.serves(mine.coords)) \
+            and not requests.shown_by(self.store.current, event, prune=self.cfg.delete_topic_with_broker_registration)
         coords = await self._publish([event])
         generation = next(self._generations)
         self._owner[key] = (conn.ident, generation)
@@ -360,7 +364,7 @@ class Front:
         if stale:  # RocketMQ removes the refused address's live entry: its channel no longer unregisters it
             self._owner.pop(key, None)
             conn.registered.pop(key, None)
-        snap = (await self._served(coords)) if adds and not stale else self.store.current
+        snap = (await self._served(coords)) if changes and not stale else self.store.current
         ext: dict[str, str] = {}
         if event["brokerId"] != MASTER_ID and not stale:  # a refused epoch gets an empty result, as in RocketMQ
             master = route_reads.master_of(snap, event["brokerName"], event["clusterName"])
@@ -497,18 +501,6 @@ def _settle(done: asyncio.Future[Any], result: Any) -> None:
         done.set_exception(result)
     else:
         done.set_result(result)
-
-
-def _adds_topics(snap: Snapshot, event: dict[str, Any]) -> bool:
-    """A registration whose topics the served cut does not have yet, for this broker, as given:
-    its answer waits for them (mqadmin's updateTopic then topicRoute must see the topic)."""
-    name = event["brokerName"]
-    for topic, cfg in event["topicConfigTable"].items():
-        mine = [q for q in snap.topics.get(topic, []) if q["brokerName"] == name]
-        asked = (cfg.get("readQueueNums", DEFAULT_QUEUE_NUMS), cfg.get("writeQueueNums", DEFAULT_QUEUE_NUMS))
-        if not mine or (mine[0]["readQueueNums"], mine[0]["writeQueueNums"]) != asked:
-            return True
-    return False
 
 
 def _now_ms() -> int:

@@ -102,6 +102,36 @@ def stale_epoch(snap: Snapshot, event: dict[str, Any]) -> bool:
     return route_writes.outranked_by(holder, held, event)
 
 
+def shown_by(snap: Snapshot, event: dict[str, Any], *, prune: bool) -> bool:
+    """Whether the served cut already shows all a REGISTER_BROKER would make visible, so that its
+    answer need not wait for the job (RocketMQ's answer means the change is visible to the next
+    lookup). Shown: the address under its id in its group and cluster, the group's flags, the live
+    entry's data version and HA address, the filter servers, and every topic of the config under
+    this group. With the same data version the rules add only missing topic names; `prune`
+    (deleteTopicWithBrokerRegistration) may also drop topics, which the cut cannot rule out
+    cheaply, so such a registration waits."""
+    cluster, name, addr = event["clusterName"], event["brokerName"], event["brokerAddr"]
+    bd = snap.brokers.get(name)
+    if prune or bd is None or bd["cluster"] != cluster or bd["brokerAddrs"].get(str(event["brokerId"])) != addr:
+        return False
+    acting = event["enableActingMaster"] is not None and bool(event["enableActingMaster"])
+    if (bd["enableActingMaster"], bd.get("zoneName")) != (acting, event.get("zoneName")):
+        return False
+    if name not in snap.clusters.get(cluster, ()):
+        return False
+    live = snap.live_by_addr.get((cluster, addr))
+    if (live is None or live["haServerAddr"] != event.get("haServerAddr")
+            or json.loads(live["dataVersion"]) != event["dataVersion"]):
+        return False
+    timeout, servers = event.get("heartbeatTimeoutMillis"), event.get("filterServerList")
+    if timeout is not None and live["heartbeatTimeoutMillis"] != timeout:
+        return False
+    if servers is not None and snap.filters.get((cluster, addr), []) != list(servers):  # absent: untouched
+        return False
+    return all(any(q["brokerName"] == name for q in snap.topics.get(topic, ()))
+               for topic in event["topicConfigTable"])
+
+
 def unregistration(cmd: Command, now_ms: int) -> dict[str, Any]:
     ext = cmd.ext
     return validated(ev.unregister_broker_event(

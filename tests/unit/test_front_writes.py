@@ -144,3 +144,44 @@ def test_a_repeated_registration_is_published_again_and_a_changed_one_is_checked
         assert same[0] == same[1] == same[2]
     finally:
         front.stop()
+
+
+CHANGES: dict[str, dict[str, Any]] = {
+    "unchanged": {},
+    "a new slave": {"broker_id": 1, "addr": "10.0.0.2:10911"},
+    "a new data version": {"data_version": {"timestamp": 2, "counter": 2, "stateVersion": 0}},
+    "a new HA address": {"ha_addr": "10.0.0.1:10912"},
+    "a new topic": {"topics": {"T-1": {}, "U-1": {}, "V-1": {}}},
+    "acting master turned on": {"acting": True},
+    "filter servers": {"filter_servers": ["10.0.0.9:30000"]},
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_registration_is_answered_once_what_it_changes_is_served(tmp_path, change):
+    """RocketMQ's answer to REGISTER_BROKER means the next lookup sees the registration: a new
+    slave, address, flag, data version, HA address, filter server or topic waits for the served
+    cut (here released 0.6 s after it was sent); a registration the cut already shows, from a
+    broker whose connection is new (a front restart, a reconnect), is answered at once."""
+    front, store, _ = _front(tmp_path, HeldStore)
+    base: dict[str, Any] = {"cluster": "C", "broker_name": "b-1", "broker_id": 0, "addr": "10.0.0.1:10911",
+                            "topics": {"T-1": {}, "U-1": {}}}
+    try:
+        # the first connection stays open: closing it would unregister the broker
+        with RemotingClient(front.addr) as c, RemotingClient(front.addr, timeout_s=10) as c2:
+            c.send(codes.REGISTER_BROKER, *registration_request(**base))
+            store.release(1)
+            assert c.receive().code == codes.SUCCESS
+            release = threading.Timer(0.6, store.release, (2,))
+            t0 = time.monotonic()
+            release.start()
+            answer = c2.call(codes.REGISTER_BROKER, *registration_request(**{**base, **CHANGES[change]}))
+            waited = time.monotonic() - t0
+            release.join()
+        assert answer.code == codes.SUCCESS, answer.remark
+        if change == "unchanged":
+            assert waited < 0.5, waited
+        else:
+            assert 0.6 <= waited < 3.0, waited
+    finally:
+        front.stop()
