@@ -186,12 +186,12 @@ def ingestion_benchmark(rep: Report, quick: bool) -> None:
     with System() as s:
         probes.register_fleet(s, groups, 2)
         s.wait_consumed()
-        rates = [1000, 3000, 5000] if quick else [1000, 2000, 3000, 4000, 5000, 6000, 8000, 10_000, 12_000]
+        rates = [1000, 3000, 5000] if quick else [1000, 2000, 3000, 4000, 5000, 6000, 8000, 10_000, 15_000, 20_000]
         steps = probes.ramp(s, groups, rates, 30 if quick else 45)
         rep.raw["ingestion"] = steps
         best = probes.best_rate(steps)
-        rep.target("sustained heartbeat ingestion, flat consumer lag", "≥ 10,000 events/s",
-                   f"{best:,} events/s sustained (highest step that kept lag flat)", best >= 10_000)
+        rep.target("sustained heartbeat ingestion, flat consumer lag", "≥ 20,000 events/s",
+                   f"{best:,} events/s sustained (highest step that kept lag flat)", best >= 20_000)
         rep.section("Ingestion ramp", [
             "Heartbeats from the 1,000 registered groups at each offered rate; lag = records published but not "
             "yet consumed by a committed batch, sampled every second. Heartbeats may wait up to "
@@ -908,6 +908,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         rep = Report(args.quick)
         rep.load_previous()
+        if "fleet" in rep.parts and rep.raw.get("fleet", {}).get("ours"):
+            # the fleet part's rows and section from its figures: a size saved before a later
+            # size failed is reported too
+            saved = rep.raw["fleet"]
+            results = {side: {int(n): v for n, v in saved[side].items()} for side in ("ours", "rocketmq")}
+            rep.begin("fleet", rep.parts["fleet"].get("host_ms", 0.0))
+            rep.parts["fleet"]["time"] = max((v["measured"] for v in results["ours"].values() if "measured" in v),
+                                            default=rep.parts["fleet"]["time"])
+            fleet_report(rep, results, saved["seconds"])
         args.output.write_text(rep.markdown(["--quick"] * args.quick))
         newest = max(part["time"] for part in rep.parts.values())
         units.update_doc(SCALING, rep.raw, f"run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(newest))}")
