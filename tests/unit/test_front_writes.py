@@ -185,3 +185,45 @@ def test_a_registration_is_answered_once_what_it_changes_is_served(tmp_path, cha
             assert 0.6 <= waited < 3.0, waited
     finally:
         front.stop()
+
+
+def test_a_storm_of_registrations_does_not_hold_back_reads(tmp_path):
+    """A starting fleet's registrations arrive on many connections at once; each costs the front
+    its decoding and checks. Reads asked meanwhile on another connection are answered between
+    them, not after all of them."""
+    import socket
+
+    from remoting.protocol import encode_request
+
+    front, _, log = _front(tmp_path, HeldStore)
+    conns, per_conn, topics = 16, 500, {f"T{i}": {} for i in range(20)}
+    storms = []
+    for k in range(conns):
+        storms.append(b"".join(
+            encode_request(codes.REGISTER_BROKER, g, ext=ext, body=body)
+            for g in range(per_conn)
+            for ext, body in [_registration(k * per_conn + g, {f"{t}-{k}-{g}": {} for t in topics})]))
+    host, port = front.addr.rsplit(":", 1)
+    socks = [socket.create_connection((host, int(port))) for _ in range(conns)]
+    try:
+        with RemotingClient(front.addr, timeout_s=30) as reader:
+            reader.call(codes.GET_BROKER_CLUSTER_INFO)  # connected and answered before the storm
+            t0 = time.monotonic()
+            senders = [threading.Thread(target=s.sendall, args=(b,)) for s, b in zip(socks, storms, strict=True)]
+            for t in senders:
+                t.start()
+            waits = []
+            while len(log.events) < conns * per_conn and time.monotonic() - t0 < 60:
+                asked = time.monotonic()
+                reader.call(codes.GET_BROKER_CLUSTER_INFO)
+                waits.append(time.monotonic() - asked)
+            storm_s = time.monotonic() - t0
+            for t in senders:
+                t.join()
+        assert len(log.events) == conns * per_conn
+        assert storm_s > 2.0, f"the storm took {storm_s:.2f} s: too short to show anything"
+        assert len(waits) >= 5 and max(waits) < 0.5, (storm_s, len(waits), max(waits))
+    finally:
+        for s in socks:
+            s.close()
+        front.stop()
