@@ -112,7 +112,7 @@ def measure_side(addr: str, brokers: int, topics: int, seconds: float,
     from bench.system import cpu_seconds
     fleet = versus.RemotingFleet(addr, brokers, topics, mode=versus.REGISTER)
     try:
-        with RemotingClient(addr) as reader:
+        with RemotingClient(addr, timeout_s=120) as reader:  # a lookup during a large wave may be slow, not lost
             versus.wait_route(reader, f"VsTopic-{brokers - 1}-{topics - 1}", present=True, timeout_s=1800)
         out: dict[str, Any] = {"registered_s": time.monotonic() - fleet.started, "answered_s": fleet.register_s}
         fleet.start()
