@@ -455,11 +455,14 @@ class Front:
                 loop.call_soon_threadsafe(_settle, done, result)
 
     def _connect_publisher(self) -> None:
-        """Connect to Kafka before the first write needs it; a failure here is only logged (the
-        first write connects again, and answers the failure if it persists)."""
+        """Connect to Kafka before the first write needs it. A failure counts as a failed publish:
+        the writes that queued behind the attempt, and those of the next RETRY_AFTER_FAILURE_S,
+        are refused at once instead of each waiting out the connect timeout again (two timeouts
+        in a row outlasted mqadmin's 5 s)."""
         try:
             self._publisher.connect()
         except Exception as exc:
+            self._failure = (time.monotonic(), self._unavailable(exc))
             log.warning("Kafka at %s not reachable at start (%s: %s); writes will connect when they come",
                         self.cfg.bootstrap, type(exc).__name__, exc)
 
@@ -471,12 +474,15 @@ class Front:
         try:
             coords = self._publisher.publish_groups(groups)
         except Exception as exc:
-            remark = (f"the event log (Kafka at {self.cfg.bootstrap}) is unavailable ({type(exc).__name__}); "
-                      "nothing was written, retry later")
+            remark = self._unavailable(exc)
             self._failure = (time.monotonic(), remark)
             raise PublishFailed(remark) from None
         self._failure = None
         return coords
+
+    def _unavailable(self, exc: Exception) -> str:
+        return (f"the event log (Kafka at {self.cfg.bootstrap}) is unavailable ({type(exc).__name__}); "
+                "nothing was written, retry later")
 
     async def _publish_logged(self, events: list[dict[str, Any]], what: str) -> None:
         try:
