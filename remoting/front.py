@@ -71,6 +71,7 @@ class Connection(asyncio.Protocol):
     last_active: float = 0.0
     registered: dict[tuple[str, str], Registered] = field(default_factory=dict)  # (cluster, addr) -> what
     _buf: bytearray = field(default_factory=bytearray)
+    _held: bool = False  # the client is not reading its answers: its next requests wait in _buf
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # a stream transport (asyncio's or uvloop's)
@@ -83,9 +84,13 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
         self._buf += data
+        self._serve_frames()
+
+    def _serve_frames(self) -> None:
+        """Dispatch the whole requests in the buffer, until the client stops reading answers."""
         used = 0
         try:
-            while True:
+            while not self._held:
                 found = next_frame(self._buf, self.front.max_frame_bytes, used)
                 if found is None:
                     break
@@ -107,13 +112,19 @@ class Connection(asyncio.Protocol):
         self.transport.write(encode_response(cmd.opaque, reply.code, remark=reply.remark, ext=reply.ext,
                                              body=reply.body))
 
-    def pause_writing(self) -> None:  # a client that does not read its answers stops being read
+    def pause_writing(self) -> None:
+        """A client that does not read its answers is not read, and the requests it already sent
+        wait: answered all at once, a pipeline of large answers (10,000 cluster infos of 100,000
+        brokers) was buffered whole, and the front's memory grew by gigabytes."""
+        self._held = True
         if self.transport is not None:
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
+        self._held = False
         if self.transport is not None and not self.transport.is_closing():
             self.transport.resume_reading()
+            self._serve_frames()
 
     def close(self) -> None:
         if self.transport is not None:
