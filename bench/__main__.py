@@ -757,12 +757,16 @@ def fleet_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> No
                 lambda: [p.pid for p in tree(s.launcher.pid)],  # type: ignore[union-attr]
                 lambda: {p.pid: p.role for p in tree(s.launcher.pid)},  # type: ignore[union-attr]
                 lambda: fleet.served_live(s.url))
+        unpaired = rep.raw.setdefault("fleet_unpaired", {})
+        unpaired[str(n)] = {**results["ours"][n], "measured": time.time()}
+        rep.save()  # ours is kept (last-run.json) if RocketMQ's side then fails
         java_ns = rmq.start_namesrv(heap="2g", full_jit=True, direct_memory=None)
         try:
             results["rocketmq"][n] = fleet.measure_side(java_ns.addr, n, topics, seconds,
                                                         lambda: [java_ns.proc.pid])  # noqa: B023
         finally:
             java_ns.cleanup()
+        unpaired.pop(str(n), None)
         for side in results.values():
             side[n].update(topics=topics, measured=time.time())
         results["ours"][n]["settings"] = settings
