@@ -815,7 +815,9 @@ def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], sec
                          f"{a['cpu_pct'] / b['cpu_pct']:.2f} | {a['pss_mib']:.0f} / {b['pss_mib']:.0f} | "
                          f"{a['signals_per_s']:.0f} / {b['signals_per_s']:.0f} ({n / 30:.0f}) | "
                          f"{fleet.per_signal_ms(a):.3f} / {fleet.per_signal_ms(b):.3f} | {roles} |")
-        lines.append(f"| {n:,} × {o['topics']} | first registrations, until the last route is answered, s | "
+        busy = [f"{side} {r['refused_busy']:,}" for side, r in (("ours", o), ("RocketMQ", j)) if r.get("refused_busy")]
+        busy_note = f" (refused by flow control and sent again a period later: {', '.join(busy)})" if busy else ""
+        lines.append(f"| {n:,} × {o['topics']} | first registrations, until the last route is answered{busy_note}, s | "
                      f"{o['registered_s']:.1f} / {j['registered_s']:.1f} | {o['registered_s'] / j['registered_s']:.1f} "
                      "| | | | |")
         if "live_lag" in o:

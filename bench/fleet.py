@@ -114,7 +114,8 @@ def measure_side(addr: str, brokers: int, topics: int, seconds: float,
     try:
         with RemotingClient(addr, timeout_s=120) as reader:  # a lookup during a large wave may be slow, not lost
             versus.wait_route(reader, f"VsTopic-{brokers - 1}-{topics - 1}", present=True, timeout_s=1800)
-        out: dict[str, Any] = {"registered_s": time.monotonic() - fleet.started, "answered_s": fleet.register_s}
+        out: dict[str, Any] = {"registered_s": time.monotonic() - fleet.started, "answered_s": fleet.register_s,
+                               "refused_busy": fleet.refused_busy}
         fleet.start()
         for name, mode, cluster_info in PHASES:
             fleet.mode = mode

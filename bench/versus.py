@@ -56,6 +56,7 @@ class RemotingFleet:
         # that the driver's encoding is not counted as the side's time.
         built = [self._registration(g, topics) for g in range(brokers)]
         failures: list[str] = []
+        self.refused_busy = 0  # first registrations refused by flow control, each sent again a period later
         workers = [threading.Thread(target=self._register, args=(i, built, failures), daemon=True)
                    for i in range(POOL)]
         self.started = started = time.monotonic()
@@ -78,11 +79,24 @@ class RemotingFleet:
         as many independent brokers, each with its own registration in flight (RocketMQ's
         `registerBrokerAll` waits up to 24 s for its answer), not a queue of them."""
         c, mine = self.conns[i], list(range(i, self.brokers, POOL))
+        period_ends = self.started + self.period
         try:
-            for g in mine:
-                c.send(codes.REGISTER_BROKER, *built[g])
-            for _ in mine:
-                self._answer(c, failures)
+            while mine:
+                opaques = {c.send(codes.REGISTER_BROKER, *built[g]): g for g in mine}
+                busy = []
+                for _ in opaques:
+                    answer = c.receive()
+                    if answer.code == codes.SYSTEM_BUSY:
+                        busy.append(opaques[answer.opaque])
+                    elif answer.code != codes.SUCCESS:
+                        failures.append(f"{answer.code} {answer.remark}")
+                # SYSTEM_BUSY is the side's flow control (RocketMQ's "[OVERLOAD] system busy"): a
+                # broker registers again at its next period, as `registerBrokerAll` runs every 30 s
+                mine = sorted(busy)
+                if mine:
+                    self.refused_busy += len(mine)
+                    time.sleep(max(0.0, period_ends - time.monotonic()))
+                    period_ends += self.period
         except OSError as exc:  # the side closed the connection: a failure of the run, said at once
             failures.append(f"connection {i}: {type(exc).__name__}: {exc}")
 
