@@ -76,6 +76,10 @@ def test_a_registration_is_answered_once_served_and_routes_match_http(system, re
         slave = register(c, "rem-a", "127.0.0.1:40921", {"RemTopic": {"readQueueNums": 4, "writeQueueNums": 4},
                                                          "rem-a": {}}, broker_id=1)
         assert slave.ext == {"masterAddr": "127.0.0.1:40911", "haServerAddr": "127.0.0.1:40912"}
+        # ... and, as from RocketMQ, a lookup right after that answer sees the slave (read-your-writes
+        # for a registration that adds no topic)
+        assert json.loads(route(c, "RemTopic").body)["brokerDatas"][0]["brokerAddrs"] == {
+            "0": "127.0.0.1:40911", "1": "127.0.0.1:40921"}
 
 
 def test_real_broker_names_ipv6_and_compressed_bodies_with_binary_headers(system):
