@@ -164,8 +164,10 @@ class Front:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._arrived: collections.deque[tuple[Connection, Command, float]] = collections.deque()
         self._starting = False
-        # writes waiting for the served cut to include them: (coords, deadline, answer)
-        self._waiting: list[tuple[list[tuple[int, int]], float, asyncio.Future[Snapshot]]] = []
+        # writes waiting for the served cut to include them, in deadline order: (coords, deadline, answer)
+        self._waiting: collections.deque[tuple[list[tuple[int, int]], float, asyncio.Future[Snapshot]]] = \
+            collections.deque()
+        self._watching = False
         self._last_drop_log = 0.0
         self.read_only = {"listenPort": str(cfg.remoting_port), **{k: str(v).lower() if isinstance(v, bool) else str(v)
                                                                      for k, v in cfg.read_only_facts.items()}}
@@ -507,31 +509,42 @@ class Front:
             return self.store.current  # type: ignore[no-any-return]
         done: asyncio.Future[Snapshot] = asyncio.get_running_loop().create_future()
         self._waiting.append((coords, time.monotonic() + self.cfg.remoting_write_wait_ms / 1000, done))
-        if len(self._waiting) == 1:
+        if not self._watching:
+            self._watching = True
             self._spawn(self._watch_served())
         return await done
 
     async def _watch_served(self) -> None:
         """One watcher for every write waiting to be served: a starting fleet's thousand first
         registrations wait together, and each polling the store on its own cost the front more
-        CPU than answering them (3.7 s for 1,000). Each waiter is looked at again only when the
-        served offsets moved or its bound passed."""
+        CPU than answering them (3.7 s for 1,000). The waiters are looked at again only when the
+        served offsets moved; otherwise only those whose bound passed, from the front."""
         seen: dict[str, int] | None = None
-        while self._waiting:
-            self.store.poke()
-            await asyncio.sleep(0.02)
-            offsets, now = self.store.served_offsets(), time.monotonic()
-            moved, seen = offsets != seen, offsets
-            snap: Snapshot = self.store.current
-            still = []
-            for coords, deadline, done in self._waiting:
-                if done.done():
-                    continue
-                if (moved and covers(offsets, coords)) or now >= deadline:
-                    done.set_result(snap)
-                else:
-                    still.append((coords, deadline, done))
-            self._waiting = still
+        try:
+            while self._waiting:
+                self.store.poke()
+                await asyncio.sleep(0.02)
+                offsets, now = self.store.served_offsets(), time.monotonic()
+                moved, seen = offsets != seen, offsets
+                snap: Snapshot = self.store.current
+                if moved:
+                    still: collections.deque[tuple[list[tuple[int, int]], float, asyncio.Future[Snapshot]]] = \
+                        collections.deque()
+                    for coords, deadline, done in self._waiting:
+                        if done.done():
+                            continue
+                        if covers(offsets, coords) or now >= deadline:
+                            done.set_result(snap)
+                        else:
+                            still.append((coords, deadline, done))
+                    self._waiting = still
+                # deadlines come in arrival order (one bound for all): the passed ones are at the front
+                while self._waiting and self._waiting[0][1] <= now:
+                    done = self._waiting.popleft()[2]
+                    if not done.done():
+                        done.set_result(snap)
+        finally:
+            self._watching = False
 
 
 def _settle(done: asyncio.Future[Any], result: Any) -> None:
