@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench import load, probes, pure, units
+from bench import load, probes, pure, timeline, units
 from bench.system import System, cpu_seconds, machine
 from conf import load_config
 from conf.version import argument_parser
@@ -35,6 +35,10 @@ PARTS = ("system", "ingestion", "serving", "offline", "memory", "scale", "cluste
          "versus", "fleet")
 LAST_RUN = ROOT / "bench" / "last-run.json"
 SCALING = ROOT / "docs" / "scaling.md"
+TIMELINES = {"registration": "A registration of a new topic, published → served (1,000 brokers heartbeating)",
+             "expiry": "A silent broker (5 s timeout), last heartbeat → its route gone",
+             "restart": "The job SIGKILLed → a registration published at once served",
+             "startup": "./run.sh started → ready (/readyz 200)"}
 
 
 class Report:
@@ -130,8 +134,10 @@ class Report:
 
 def system_benchmarks(rep: Report, quick: bool) -> None:
     groups = 1000
+    timelines: dict[str, list[tuple[str, int, int]]] = {}
     with System(via_run_sh=True) as s:
-        assert s.ready_s is not None
+        assert s.ready_s is not None and s.ready_ms is not None
+        timelines["startup"] = timeline.startup_timeline(s, s.started_ms, s.ready_ms)
         rep.raw["ready_s"] = s.ready_s
         rep.raw["heartbeat_defer_ms"] = s.cfg.heartbeat_defer_ms
         rep.target("`./run.sh` → ready (set-up done: virtualenv and jars present)", "≤ 15 s",
@@ -149,11 +155,13 @@ def system_benchmarks(rep: Report, quick: bool) -> None:
                    idle["core_pct"] <= 5)
         f = probes.freshness(s, 20 if quick else 60)
         rep.raw["freshness"] = f
+        timelines["registration"] = timeline.registration_timeline(s)
         rep.target("freshness, REGISTER_BROKER → route served, 1,000 groups heartbeating", "p50 ≤ 0.5 s, p99 ≤ 1 s",
                    f"p50 {f['p50_s']:.2f} s, p99 {f['p99_s']:.2f} s (n={f['n']}, max {f['max_s']:.2f} s)",
                    f["p50_s"] <= 0.5 and f["p99_s"] <= 1.0)
         e = probes.expiry(s, 10 if quick else 30)
         rep.raw["expiry"] = e
+        timelines["expiry"] = timeline.expiry_timeline(s)
         rep.target("expiry overshoot, removal served − (last heartbeat + timeout)", "≤ 2 s",
                    f"p50 {e['p50_s']:.2f} s, max {e['max_s']:.2f} s (n={e['n']}, timeout {e['timeout_ms']} ms)",
                    e["max_s"] <= 2.0)
@@ -162,7 +170,18 @@ def system_benchmarks(rep: Report, quick: bool) -> None:
         rep.raw["delta_cuts"] = cuts
         cold = probes.restart(s, 1 if quick else 2)
         rep.raw["restart"] = cold
+        time.sleep(62)  # past the launcher's backoff reset: a first restart again
+        timelines["restart"] = timeline.restart_timeline(s)
         fleet.stop()
+    rep.raw["timelines"] = timelines
+    lines = ["Where the time of one change goes, phase by phase (bench/timeline.py; the job's own records of its "
+             "start and of the batch that served the change, `_job.json` and `_progress.json`). Drawn in "
+             "docs/timeline-*.png; docs/latency.md reads them.", ""]
+    for name, title in TIMELINES.items():
+        if name in timelines:
+            lines += [*timeline.text(title, timelines[name]), ""]
+            timeline.draw(title, timelines[name], ROOT / "docs" / f"timeline-{name}.png")
+    rep.section("Timelines", lines[:-1])
     with System(NAMESRV_JOB_STANDBY="true") as s:  # the same, with a warm standby job
         fleet = probes.Fleet(s, groups, period_s=30.0)
         s.wait_consumed()

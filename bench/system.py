@@ -47,6 +47,8 @@ class System:
     def __init__(self, *, via_run_sh: bool = False, **env: str) -> None:
         self.argv = ["./run.sh"] if via_run_sh else [sys.executable, "-m", "ops.launcher"]
         self.ready_s: float | None = None  # start → /readyz 200
+        self.started_ms = 0  # epoch ms: the start, and /readyz 200 (for the start-up timeline)
+        self.ready_ms: int | None = None
         self.data = Path(tempfile.mkdtemp(prefix="namesrv-bench-"))
         self.env = {**os.environ, "NAMESRV_DATA_DIR": str(self.data), "NAMESRV_KAFKA_BOOTSTRAP": "",
                     "NAMESRV_KAFKA_EMBEDDED_PORT": str(free_port()), "NAMESRV_HTTP_PORT": str(free_port()),
@@ -61,6 +63,7 @@ class System:
     def __enter__(self) -> System:
         log = open(self.data / "launcher.log", "wb")
         started = time.monotonic()
+        self.started_ms = int(time.time() * 1000)
         self.launcher = subprocess.Popen(self.argv, cwd=ROOT, env=self.env,
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = started + 180
@@ -74,6 +77,7 @@ class System:
                 raise RuntimeError(f"the system did not become ready; see {self.data / 'launcher.log'}")
             time.sleep(0.1)
         self.ready_s = time.monotonic() - started
+        self.ready_ms = int(time.time() * 1000)
         self.pub = EventPublisher(self.cfg.bootstrap, self.cfg.kafka_topic,
                                   max_message_bytes=self.cfg.max_message_bytes)
         return self

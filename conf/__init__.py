@@ -142,7 +142,9 @@ class Config:
         "heartbeats of one broker are forwarded at most once per window (the newest, with its receive time)",
         positive=True)
     refresh_interval_ms: int = setting("NAMESRV_REFRESH_INTERVAL_MS", 200,
-                                       "how often the server looks for a newer snapshot", positive=True)
+                                       "how often the server reads the job's progress record for a newer snapshot (it also "
+                                       "looks at that file's identity every 20 ms and reloads as soon as the job rewrites it)",
+                                       positive=True)
     write_timeout_ms: int = setting("NAMESRV_WRITE_TIMEOUT_MS", 30000,
                                     "how long a write waits to be materialized before answering 504", positive=True)
     admin_token: str = setting("NAMESRV_ADMIN_TOKEN", "",

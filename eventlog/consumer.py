@@ -14,13 +14,14 @@ from typing import Any
 FETCH_BYTES = 64 * 1024 * 1024
 
 
-def consumer(bootstrap: str, *, bootstrap_timeout_ms: int = 30_000) -> Any:
+def consumer(bootstrap: str, *, bootstrap_timeout_ms: int = 30_000, fetch_max_wait_ms: int = 500) -> Any:
     """A consumer without a group (offsets are the streaming checkpoint's business);
-    `bootstrap_timeout_ms` bounds how long creating it waits for an unreachable broker."""
+    `bootstrap_timeout_ms` bounds how long creating it waits for an unreachable broker,
+    `fetch_max_wait_ms` how long a fetch waits at the broker for records."""
     from kafka import KafkaConsumer
     return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
                          max_partition_fetch_bytes=FETCH_BYTES, fetch_max_bytes=FETCH_BYTES,
-                         request_timeout_ms=10_000, consumer_timeout_ms=1000,
+                         request_timeout_ms=10_000, consumer_timeout_ms=1000, fetch_max_wait_ms=fetch_max_wait_ms,
                          bootstrap_timeout_ms=bootstrap_timeout_ms)
 
 

@@ -135,10 +135,12 @@ def _quiet_accumulator_server() -> None:
     acc.AccumulatorTCPServer.handle_error = handle_error  # type: ignore[method-assign]
 
 
-def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None, events=None):
+def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None, events=None,
+                start_phases: dict[str, int] | None = None):
     """Start the route query on `spark`; tables are created first so readers always find them.
     `events`: a stream with read_events' columns instead of the Kafka topic (the class archive's
-    warm-up runs the query over files)."""
+    warm-up runs the query over files). `start_phases`: when the job's start-up phases ended,
+    recorded for readers with the start (schemas/progress.py)."""
     from pyspark.sql.functions import col
     from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -150,7 +152,7 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None,
                      live_flush_ms=cfg.live_flush_ms, state_buckets=cfg.state_buckets,
                      **({"fault": fault} if fault else {}))
     sink.ensure_tables()
-    sink.announce_start()
+    sink.announce_start(start_phases)
     step = make_step(step_cfg)
     # With our source, batches run when it admits one (pipelines/admission.py); Spark's own
     # no-data batches would run every trigger, because ProcessingTimeTimeout always asks for
@@ -191,6 +193,7 @@ def read_events(spark: Any, cfg: Config, state_import: Path | None = None) -> An
                 .option("partitions", str(cfg.kafka_partitions))
                 .option("maxRecordsPerBatch", str(cfg.max_records_per_batch))
                 .option("heartbeatDeferMs", str(cfg.heartbeat_defer_ms))
+                .option("triggerIntervalMs", str(cfg.trigger_interval_ms))
                 .option("brokerTimeoutMs", str(cfg.broker_timeout_ms))
                 .option("progressDir", str(cfg.warehouse))
                 .option("stateImport", "" if state_import is None else str(state_import)).load())
@@ -211,9 +214,24 @@ def read_events(spark: Any, cfg: Config, state_import: Path | None = None) -> An
                     col("key").cast("string").alias("key"), col("value")))
 
 
+def _now_ms() -> int:
+    import time
+    return int(time.time() * 1000)
+
+
+def _process_start_ms() -> int:
+    """This process' start (epoch ms), from the kernel: ticks after boot, and the boot time from the
+    uptime (10 ms steps; /proc/stat's btime has whole seconds)."""
+    import time
+    ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+    boot = time.time() - float(Path("/proc/uptime").read_text().split()[0])
+    return int((boot + ticks / os.sysconf("SC_CLK_TCK")) * 1000)
+
+
 def main(argv: list[str] | None = None) -> int:
     argument_parser("namesrv-job", "The streaming job: Kafka events -> RocketMQ's route rules -> Delta tables."
                     ).parse_args(argv)
+    phases = {"process": _process_start_ms(), "main": _now_ms()}
     cfg = load_config()
     setup_logging(cfg.log_format)
     ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions)
@@ -223,13 +241,16 @@ def main(argv: list[str] | None = None) -> int:
     except jvm.JarsMissing as exc:
         log.error("%s", exc)
         return 2
+    phases["sessionBuilt"] = _now_ms()
     lock = job_lock.acquire(cfg.data_dir, lambda pid: log.info(
         "standby: job %s holds %s; this job runs the query the moment that one ends", pid or "?",
         cfg.data_dir / job_lock.LOCK_FILE), keep_warm=lambda: warm_python_workers(spark, cfg))
+    phases["lockTaken"] = _now_ms()
     stopping = threading.Event()
     try:
         query = start_query(spark, cfg,
-                            fault=KillAtRandom(cfg.test_kill_probability) if cfg.test_kill_probability else None)
+                            fault=KillAtRandom(cfg.test_kill_probability) if cfg.test_kill_probability else None,
+                            start_phases=phases)
 
         def _stop(signum, frame):
             if not stopping.is_set():

@@ -35,6 +35,28 @@ def read_source_offsets(path: Path) -> dict[str, Any]:
     return {}
 
 
+def batch_times(path: Path, raw: dict[str, Any]) -> dict[str, int]:
+    """When a batch was triggered (`trigger`: Spark's batchTimestampMs), admitted (`admitted`: the
+    newest of our source's log clock, taken when it decided to run the batch) and planned
+    (`planned`: the offset log written), epoch ms; what is not known is left out. For the
+    timelines (docs/latency.md): each is a phase boundary of one batch."""
+    times: dict[str, int] = {}
+    try:
+        lines = path.read_text().splitlines()
+        times["planned"] = int(path.stat().st_mtime * 1000)
+    except FileNotFoundError:
+        return times
+    if len(lines) > 1:
+        try:
+            times["trigger"] = int(json.loads(lines[1])["batchTimestampMs"])
+        except (ValueError, KeyError, TypeError):
+            pass
+    clock = raw.get(LOG_CLOCK)
+    if isinstance(clock, dict) and clock:
+        times["admitted"] = max(int(v) for v in clock.values())
+    return times
+
+
 def partition_offsets(raw: dict[str, Any]) -> dict[str, int]:
     """Kafka partition -> next offset, from either source's offsets."""
     offsets: dict[str, int] = {}

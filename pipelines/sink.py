@@ -26,7 +26,7 @@ from pipelines import step_rows
 from pipelines.deadlines import DeadlineBook
 from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
-from pipelines.offset_log import partition_offsets, read_offset_log, read_source_offsets
+from pipelines.offset_log import batch_times, partition_offsets, read_offset_log, read_source_offsets
 from pipelines.state_layout import IMPORT_OFFSET, LAYOUT_FILE, record_layout, recorded_buckets
 from routeinfo import housekeeping
 from schemas import tables as t
@@ -85,6 +85,10 @@ def plan_batch(rows: Iterable[dict[str, Any]], batch_id: int, now_ms: int) -> Ba
     return plan
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 def _sql_list(values: Iterable[str]) -> str:
     return ", ".join("'" + v.replace("'", "''") + "'" for v in sorted(values))
 
@@ -111,6 +115,7 @@ class DeltaSink:
         self.schedule = None if maintenance_interval_ms is None else MaintenanceSchedule(maintenance_interval_ms)
         self._handles: dict[str, DeltaTable] = {}
         self._latest_snapshot: int | None = None
+        self._latest_cut: dict[str, Any] | None = None  # its `snapshots` row, once this instance wrote one
         self.started_ms = int(time.time() * 1000)  # this job instance's start, in every progress record
         self._force_snapshot = False  # after maintenance: re-point the newest cut at compacted versions
         # Each group's next Spark timeout as the step last reported it (seeded from broker_live at
@@ -123,9 +128,10 @@ class DeltaSink:
     def path(self, table: t.TableDef) -> str:
         return str(self.warehouse / table.name)
 
-    def announce_start(self) -> None:
-        """Record this job instance's start for readers (`_job.json`; see schemas.progress)."""
-        write_job_start(self.warehouse, self.started_ms)
+    def announce_start(self, phases: dict[str, int] | None = None) -> None:
+        """Record this job instance's start for readers (`_job.json`; see schemas.progress), with
+        when its start-up phases ended (`phases`, for the timelines)."""
+        write_job_start(self.warehouse, self.started_ms, phases)
 
     def ensure_tables(self) -> None:
         """Create every table that is missing (version 0, empty) and open the handles."""
@@ -148,13 +154,17 @@ class DeltaSink:
 
     # -- the foreachBatch callback
     def __call__(self, df, batch_id: int) -> None:
-        arrow = df.toArrow()
+        called = _now_ms()
+        arrow = df.toArrow()  # runs the batch: the source's read, the stateful stage, its state commit
+        state_done = _now_ms()
         big = arrow.nbytes > 32 * 1024 * 1024
         rows = arrow.to_pylist()
         del arrow
-        raw = read_source_offsets(self.checkpoint_dir / "offsets" / str(batch_id))
+        offsets_file = self.checkpoint_dir / "offsets" / str(batch_id)
+        raw = read_source_offsets(offsets_file)
         offsets, consumed = self._offsets(batch_id, partition_offsets(raw))
-        self.commit(batch_id, rows, offsets, consumed)
+        phases = {**batch_times(offsets_file, raw), "sinkCalled": called, "stateDone": state_done}
+        self.commit(batch_id, rows, offsets, consumed, phases=phases)
         if not self._layout_recorded and IMPORT_OFFSET in raw:
             assert self.state_buckets is not None
             record_layout(self.checkpoint_dir, self.state_buckets)
@@ -178,8 +188,11 @@ class DeltaSink:
         self._force_snapshot = True
         log.info("maintenance in %.1f s: %s", report.seconds, report.per_table)
 
-    def commit(self, batch_id: int, rows: list[dict[str, Any]], offsets: dict[str, int], consumed: int) -> None:
-        """Write one batch's cut; `offsets` are the source offsets it read up to, `consumed` how many.
+    def commit(self, batch_id: int, rows: list[dict[str, Any]], offsets: dict[str, int], consumed: int, *,
+               phases: dict[str, int] | None = None) -> None:
+        """Write one batch's cut; `offsets` are the source offsets it read up to, `consumed` how many,
+        `phases` when its earlier phases ended (epoch ms; completed here and kept in the progress
+        record, whose `phases` are one batch's timeline: schemas/progress.py).
 
         A `snapshots` row is written only when a cut table changed (or, once after maintenance,
         to point readers at the compacted, checkpointed versions); every batch then records its
@@ -205,15 +218,17 @@ class DeltaSink:
         if plan.changes:
             self._write(t.ROUTE_CHANGES, t.ROUTE_CHANGES.from_rows(plan.changes), batch_id, predicate=None,
                         mode="append")
+        phases = {**(phases or {}), "tablesDone": _now_ms()}
         if plan.changes_state or plan.changes or self._force_snapshot:
             snapshot = {"snapshotId": batch_id, "batchId": batch_id, "commitTime": int(time.time() * 1000),
                         "sourceOffsets": json.dumps(offsets, sort_keys=True), "eventCount": consumed}
             for table in t.CUT_TABLES:
                 snapshot[t.version_column(table)] = self._handles[table.name].version()
             self._write(t.SNAPSHOTS, t.SNAPSHOTS.from_rows([snapshot]), batch_id, predicate=None, mode="append")
-            self._latest_snapshot = batch_id
+            self._latest_snapshot, self._latest_cut = batch_id, snapshot
             self._force_snapshot = False
             self.metrics.snapshots.inc()
+            phases["cutDone"] = _now_ms()
             log.info("batch %d: %d record(s), tables %s, %d change(s), %.0f ms", batch_id, consumed,
                      ",".join(sorted(plan.replace)) or "-", len(plan.changes), (time.time() - started) * 1000,
                      extra={"batchId": batch_id, "snapshotId": batch_id})
@@ -225,7 +240,8 @@ class DeltaSink:
                                         "sourceOffsets": offsets, "time": done_ms,
                                         "eventCount": consumed,
                                         "nextDeadline": self.deadlines.next_deadline(),
-                                        "jobStartedAt": self.started_ms})
+                                        "jobStartedAt": self.started_ms, "phases": phases,
+                                        **({"cut": self._latest_cut} if self._latest_cut else {})})
 
     def _count(self, plan: BatchPlan, consumed: int, seconds: float) -> None:
         """The batch in the job's metrics, written to its metrics file (schemas.metrics)."""

@@ -6,9 +6,17 @@ offsets its served snapshot already reflects, and by the source to schedule time
 {"batchId": int, "snapshotId": int | null (newest cut committed), "sourceOffsets": {"<p>": int},
  "time": epoch ms, "eventCount": int, "nextDeadline": epoch ms | null (earliest group timeout the
  job knows of; the Kafka source runs a batch for it even when no record arrived),
- "jobStartedAt": epoch ms (the start of the job instance that wrote it)}
+ "jobStartedAt": epoch ms (the start of the job instance that wrote it),
+ "phases": {name: epoch ms} (when this batch's phases ended: `trigger` (Spark started the trigger),
+ `admitted` (the source decided to run it), `planned` (offset log written), `sinkCalled`, `stateDone`
+ (source read, stateful stage and state commit done), `tablesDone`, `cutDone` (the `snapshots` row;
+ absent when the batch wrote no cut); `time` is the last phase. For timelines (docs/latency.md)},
+ "cut": {...} (the `snapshots` row of `snapshotId`, once this job instance committed a cut: a reader
+ loads the newest cut without scanning the `snapshots` table)}
 
-`_job.json`, written when a job instance starts its query: {"startedAt": epoch ms}. A reader
+`_job.json`, written when a job instance starts its query: {"startedAt": epoch ms, "phases":
+{name: epoch ms}} (`process` started, `main` entered (imports done), `sessionBuilt`, `lockTaken`;
+`startedAt` is when the query started being built). A reader
 compares the two: the job is running and has committed a batch since it started exactly when
 `jobStartedAt` equals `startedAt` (what `/readyz` asks).
 """
@@ -47,8 +55,12 @@ def read_progress(warehouse: Path) -> dict[str, Any] | None:
     return _read(warehouse, PROGRESS_FILE)
 
 
-def write_job_start(warehouse: Path, started_ms: int) -> None:
-    _write(warehouse, JOB_FILE, {"startedAt": started_ms})
+def write_job_start(warehouse: Path, started_ms: int, phases: dict[str, int] | None = None) -> None:
+    _write(warehouse, JOB_FILE, {"startedAt": started_ms, "phases": phases or {}})
+
+
+def read_job_record(warehouse: Path) -> dict[str, Any] | None:
+    return _read(warehouse, JOB_FILE)
 
 
 def read_job_start(warehouse: Path) -> int | None:
