@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.probes import heartbeat, registration
+from bench.probes import registration
 from bench.system import System
 from pipelines import job_lock
 from schemas import events as ev
@@ -107,14 +107,13 @@ def registration_timeline(sys_: System, tries: int = 5) -> list[tuple[str, int, 
 
 
 def expiry_timeline(sys_: System, timeout_ms: int = 5000) -> list[tuple[str, int, int]]:
-    """A broker registered with `heartbeatTimeoutMillis` = timeout_ms, one heartbeat, then silent:
-    its last heartbeat → its route gone."""
+    """A broker registered with `heartbeatTimeoutMillis` = timeout_ms, then silent: its registration
+    (its last sign of life) → its route gone (see `probes.expiry`)."""
     topic = "TimelineExpiry-0"
+    last = _now_ms()
     sys_.publish([registration(950, 1, prefix="timeline-exp", topic_prefix="TimelineExpiry", timeout_ms=timeout_ms)
                   | {"topicConfigTable": _topics(topic)}])
     _wait_status(sys_, topic, 200, 30)
-    last = _now_ms()
-    sys_.publish([heartbeat(950, prefix="timeline-exp")])
     gone, cut = _wait_status(sys_, topic, 404, timeout_ms / 1000 + 60)
     return phases(last, [("broker timeout", last + timeout_ms), *_batch_points(_batch_of(sys_, cut))], gone)
 

@@ -62,6 +62,9 @@ _READERS: dict[str, Any] = {}
 
 _SCAN_LIMIT = 5000  # waiting records looked at, at most, to tell liveness signals from changes
 _MIN_WAIT_S = 0.02  # less of a trigger than this left: not worth a wait for records
+# The longest one look waits for a change: a query being stopped waits for the look to end (Spark
+# cannot interrupt the source's Python process), so a longer trigger looks again at its next start.
+MAX_WAIT_S = 10.0
 # How long a fetch of the trigger's wait for records (`_await_change`) waits at the broker: up to
 # this much is added to a change's latency; a tenth of it measured 2.6 % of a core idle.
 WATCH_FETCH_WAIT_MS = 100
@@ -115,8 +118,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._unavailable = False
         # Batch admission (see `_admit`): heartbeats may wait up to defer_ms for company.
         self.defer_ms = int(options["heartbeatdeferms"])
-        # A trigger that runs no batch waits this long for one (`latestOffset`): the trigger interval.
-        self.wait_s = int(options["triggerintervalms"]) / 1000
+        # A trigger that runs no batch waits this long for one (`latestOffset`): the trigger interval,
+        # at most MAX_WAIT_S (a stopping query waits for the source's answer).
+        self.wait_s = min(int(options["triggerintervalms"]) / 1000, MAX_WAIT_S)
         self.progress_dir = options["progressdir"]
         self.state_import = options["stateimport"] or None
         self._last_run = 0.0
