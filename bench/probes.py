@@ -11,7 +11,7 @@ from typing import Any
 
 from bench.system import System
 from ops.procs import tree
-from pipelines import job_lock
+from pipelines import writer_lease
 from schemas import events as ev
 
 CLUSTER = "BenchCluster"
@@ -204,7 +204,7 @@ def restart(sys_: System, kills: int) -> dict[str, Any]:
     for i in range(kills):
         if i:
             time.sleep(62)
-        active = job_lock.holder(sys_.cfg.data_dir)  # with a standby, the one running the query
+        active = writer_lease.holder(sys_.cfg.data_dir)  # with a standby, the one running the query
         assert active is not None and active in {p.pid for p in tree(sys_.launcher_pid())}, "no active job"
         os.kill(active, signal.SIGKILL)
         t0 = time.monotonic()

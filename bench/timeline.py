@@ -18,7 +18,7 @@ from typing import Any
 
 from bench.probes import registration
 from bench.system import System
-from pipelines import job_lock
+from pipelines import writer_lease
 from schemas import events as ev
 from schemas.progress import read_job_record, read_progress
 from serving.fastpath import SNAPSHOT_HEADER
@@ -120,7 +120,7 @@ def expiry_timeline(sys_: System, timeout_ms: int = 5000) -> list[tuple[str, int
 
 def restart_timeline(sys_: System) -> list[tuple[str, int, int]]:
     """SIGKILL the job that holds the lock; a registration published at once → its route served."""
-    active = job_lock.holder(sys_.cfg.data_dir)
+    active = writer_lease.holder(sys_.cfg.data_dir)
     assert active is not None, "no active job"
     begin = _now_ms()
     os.kill(active, signal.SIGKILL)

@@ -19,11 +19,12 @@ from conf.logs import setup_logging
 from conf.version import argument_parser
 from eventlog.consumer import FETCH_BYTES
 from eventlog.topics import ensure_topic
-from pipelines import class_archive, job_lock, kafka_source, state_layout
+from pipelines import class_archive, kafka_source, state_layout, writer_lease
 from pipelines.faults import KillAtRandom
 from pipelines.sink import DeltaSink
 from pipelines.step import STATE_SCHEMA, StepConfig, make_step, step_input
 from pipelines.step_rows import OUTPUT_SCHEMA
+from schemas import tables as t
 
 log = logging.getLogger("namesrv.job")
 QUERY_NAME = "namesrv-routes"
@@ -136,11 +137,13 @@ def _quiet_accumulator_server() -> None:
 
 
 def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None, events=None,
-                start_phases: dict[str, int] | None = None):
+                start_phases: dict[str, int] | None = None, lease: writer_lease.Lease | None = None):
     """Start the route query on `spark`; tables are created first so readers always find them.
     `events`: a stream with read_events' columns instead of the Kafka topic (the class archive's
     warm-up runs the query over files). `start_phases`: when the job's start-up phases ended,
-    recorded for readers with the start (schemas/progress.py)."""
+    recorded for readers with the start (schemas/progress.py). `lease`: the writer's role this job
+    holds (pipelines/writer_lease.py); its source and sink refuse to go on once it is taken over
+    (None: tests that run one query alone)."""
     from pyspark.sql.functions import col
     from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -149,7 +152,7 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None,
                                         can_import=events is None and cfg.kafka_source == "python")
     sink = DeltaSink(cfg.warehouse, cfg.checkpoint_dir, retention_ms=cfg.history_retention_ms,
                      maintenance_interval_ms=cfg.maintenance_interval_ms, metrics_dir=cfg.data_dir,
-                     live_flush_ms=cfg.live_flush_ms, state_buckets=cfg.state_buckets,
+                     live_flush_ms=cfg.live_flush_ms, state_buckets=cfg.state_buckets, lease=lease,
                      **({"fault": fault} if fault else {}))
     sink.ensure_tables()
     sink.announce_start(start_phases)
@@ -159,7 +162,7 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None,
     # another batch. Spark's connector has no admission, so it needs them for timeouts to fire.
     # The query takes the session's settings when it starts, so this is per query.
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", str(cfg.kafka_source == "connector").lower())
-    out = (step_input(read_events(spark, cfg, state_import) if events is None else events, cfg.state_buckets)
+    out = (step_input(read_events(spark, cfg, state_import, lease) if events is None else events, cfg.state_buckets)
            .groupBy(col("key"))
            .applyInPandasWithState(step, OUTPUT_SCHEMA, STATE_SCHEMA, "append",
                                    GroupStateTimeout.ProcessingTimeTimeout))
@@ -177,13 +180,18 @@ def warm_python_workers(spark: Any, cfg: Config) -> None:
     from pyspark.sql.functions import col
     step = make_step(StepConfig.from_config(cfg))
 
-    def echo(pdf, _carried=step):  # the step rides along: unpickling it imports its modules
+    def echo(pdf):
+        # The step rides along in the closure: unpickling it imports its modules. (Not as a
+        # parameter default: a function of two parameters is called with (key, pdf), and the
+        # standby's warm-up failed with UDF_RETURN_TYPE, ending the standby every time.)
+        assert step is not None
         return pdf
     (spark.range(cfg.shuffle_partitions * 2, numPartitions=cfg.shuffle_partitions)
      .groupBy(col("id")).applyInPandas(echo, "id long").collect())
 
 
-def read_events(spark: Any, cfg: Config, state_import: Path | None = None) -> Any:
+def read_events(spark: Any, cfg: Config, state_import: Path | None = None,
+                lease: writer_lease.Lease | None = None) -> Any:
     """The events topic as a stream of (partition, offset, timestamp ms, key, value) rows, from
     our source (`python`) or Spark's Kafka connector (`connector`), with the same columns.
     `state_import`: buckets' state the next batch hands the step first (pipelines/state_layout.py)."""
@@ -196,6 +204,8 @@ def read_events(spark: Any, cfg: Config, state_import: Path | None = None) -> An
                 .option("triggerIntervalMs", str(cfg.trigger_interval_ms))
                 .option("brokerTimeoutMs", str(cfg.broker_timeout_ms))
                 .option("progressDir", str(cfg.warehouse))
+                .option("leaseDir", "" if lease is None else str(lease.data_dir))
+                .option("writerEpoch", "0" if lease is None else str(lease.epoch))
                 .option("stateImport", "" if state_import is None else str(state_import)).load())
     from pyspark.sql.functions import col, unix_millis
     return (spark.readStream.format("kafka")
@@ -242,21 +252,37 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", exc)
         return 2
     phases["sessionBuilt"] = _now_ms()
-    lock = job_lock.acquire(cfg.data_dir, lambda pid: log.info(
-        "standby: job %s holds %s; this job runs the query the moment that one ends", pid or "?",
-        cfg.data_dir / job_lock.LOCK_FILE), keep_warm=lambda: warm_python_workers(spark, cfg))
+    table_paths = [str(cfg.warehouse / table.name) for table in t.ALL_TABLES]
+    lease = writer_lease.acquire(cfg.data_dir, lambda: table_paths, lambda pid: log.info(
+        "standby: job %s is the writer (%s); this job takes over the moment that one ends or stops renewing "
+        "its lease for %.0f s", pid or "?", cfg.data_dir / writer_lease.LEASES, writer_lease.STALE_S),
+        keep_warm=lambda: warm_python_workers(spark, cfg))
     phases["lockTaken"] = _now_ms()
+    log.info("writer epoch %d: the tables carry it; an older writer can no longer commit", lease.epoch)
     stopping = threading.Event()
+    lease_stop = threading.Event()
+
+    def _fenced(newer: int) -> None:
+        # A successor took over while this job was paused or cut off: leave at once, without a
+        # stop that could still run a batch (the source and sink refuse, but not starting is surer).
+        log.error("writer epoch %d was taken over by epoch %d; this job leaves (the launcher starts it again as "
+                  "the standby)", lease.epoch, newer)
+        logging.shutdown()
+        os._exit(writer_lease.FENCED_EXIT)
+
+    lease.keep(_fenced, lease_stop)
     try:
         query = start_query(spark, cfg,
                             fault=KillAtRandom(cfg.test_kill_probability) if cfg.test_kill_probability else None,
-                            start_phases=phases)
+                            start_phases=phases, lease=lease)
 
         def _stop(signum, frame):
             if not stopping.is_set():
                 log.info("signal %d: stopping the query", signum)
                 stopping.set()
-                threading.Thread(target=query.stop, daemon=True).start()
+                stopper.start()
+
+        stopper = threading.Thread(target=query.stop, daemon=True)
 
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
@@ -270,11 +296,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Exception as exc:  # the query died: report it in one line, exit non-zero for the supervisor
         if not stopping.is_set():
+            newer = lease.fenced_by()
+            if newer is not None:
+                log.error("writer epoch %d was taken over by epoch %d; this job leaves", lease.epoch, newer)
+                return writer_lease.FENCED_EXIT
             log.error("streaming query failed: %s", str(exc).splitlines()[0] if str(exc) else exc)
             return 1
     finally:
+        lease_stop.set()
+        if stopping.is_set():  # the query ended by the stop; let that call return before the context goes
+            stopper.join(timeout=30)
         spark.stop()
-        lock.close()
     log.info("streaming job stopped")
     return 0
 

@@ -31,6 +31,7 @@ from pipelines.admission import TICK, Backlog
 from pipelines.buckets import IMPORT_PARTITION
 from pipelines.offset_log import LOG_CLOCK
 from pipelines.state_layout import IMPORT_OFFSET
+from pipelines.writer_lease import Lease
 from routeinfo.liveness import LivenessLedger
 from schemas.events import TYPE_HEADER
 from schemas.progress import read_progress
@@ -88,7 +89,8 @@ def _drop_reader_consumer(bootstrap: str) -> None:
 
 class KafkaEventSource(DataSource):
     """Options (all required): bootstrap, topic, partitions (when creating the topic),
-    maxRecordsPerBatch, heartbeatDeferMs, triggerIntervalMs (how long a trigger that runs no batch
+    maxRecordsPerBatch, leaseDir and writerEpoch (the writer's role the job holds: no batch is
+    planned once it is taken over; empty: not checked), heartbeatDeferMs, triggerIntervalMs (how long a trigger that runs no batch
     waits for a record that would run one), brokerTimeoutMs (NAMESRV_BROKER_TIMEOUT_MS, for telling
     liveness signals from changes), progressDir (where the sink writes `_progress.json`),
     stateImport (a file of buckets' state the next batch hands the step first; empty: none)."""
@@ -122,6 +124,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         # at most MAX_WAIT_S (a stopping query waits for the source's answer).
         self.wait_s = min(int(options["triggerintervalms"]) / 1000, MAX_WAIT_S)
         self.progress_dir = options["progressdir"]
+        self.lease = Lease(Path(options["leasedir"]), int(options["writerepoch"])) if options["leasedir"] else None
         self.state_import = options["stateimport"] or None
         self._last_run = 0.0
         # What the scan of waiting records found (see `_scan_pending`): per partition, the offset the
@@ -160,6 +163,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         batch waits, for up to the trigger interval, for what would run one (a record that is not a
         liveness signal, a full batch, the earliest group timeout) and then runs it at once: a
         change that arrives mid-trigger is not held until the next trigger (docs/latency.md)."""
+        if self.lease is not None:
+            self.lease.check()  # a fenced job plans no batch (the job leaves when it sees it)
         until = time.monotonic() + self.wait_s
         while True:
             out = self._latest(start, limit)

@@ -28,6 +28,7 @@ from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
 from pipelines.offset_log import batch_times, partition_offsets, read_offset_log, read_source_offsets
 from pipelines.state_layout import IMPORT_OFFSET, LAYOUT_FILE, record_layout, recorded_buckets
+from pipelines.writer_lease import EPOCH_PROPERTY, Fenced, Lease, table_epoch
 from routeinfo import housekeeping
 from schemas import tables as t
 from schemas.metrics import JobMetrics, reason_class, write_metrics_file
@@ -100,12 +101,15 @@ class DeltaSink:
     def __init__(self, warehouse: Path, checkpoint_dir: Path, *, retention_ms: int,
                  maintenance_interval_ms: int | None = None, fault: Callable[[str], None] = no_fault,
                  metrics_dir: Path | None = None, live_flush_ms: int | None = None,
-                 state_buckets: int | None = None) -> None:
+                 state_buckets: int | None = None, lease: Lease | None = None) -> None:
         """`metrics_dir`: the data directory whose `metrics/job.prom` gets the job's counters after
         every batch (None: not written; tests that drive the sink alone). `live_flush_ms`: the
         job's NAMESRV_LIVE_FLUSH_MS, with which `ensure_tables` seeds the deadline book from
         broker_live (None: not seeded). `state_buckets`: the job's bucket count, recorded beside
-        the checkpoint once a batch that moved the state into them has committed (None: not)."""
+        the checkpoint once a batch that moved the state into them has committed (None: not).
+        `lease`: the writer's role (pipelines/writer_lease.py): checked before every write, its
+        epoch on every table and commit (None: not checked; tests that drive the sink alone)."""
+        self.lease = lease
         self.warehouse = Path(warehouse)
         self.metrics = JobMetrics()
         self.metrics_dir = metrics_dir
@@ -140,6 +144,9 @@ class DeltaSink:
             if not DeltaTable.is_deltatable(self.path(table)):
                 DeltaTable.create(self.path(table), schema=table.schema, mode="ignore", name=table.name,
                                   configuration=retention_properties(self.retention_ms))
+                if self.lease is not None:  # creation takes only Delta's own properties
+                    DeltaTable(self.path(table)).alter.set_table_properties(self._epoch_property(),
+                                                                            raise_if_not_exists=False)
         self._handles = {table.name: DeltaTable(self.path(table)) for table in t.ALL_TABLES}
         if self.live_flush_ms is not None:
             live = self._handles[t.BROKER_LIVE.name].to_pyarrow_dataset().to_table(
@@ -153,7 +160,21 @@ class DeltaSink:
         self._force_snapshot = self._latest_snapshot is None
 
     # -- the foreachBatch callback
+    def _epoch_property(self) -> dict[str, str]:
+        return {} if self.lease is None else {EPOCH_PROPERTY: str(self.lease.epoch)}
+
+    def _check_fence(self, dt: DeltaTable | None = None) -> None:
+        """Refuse to write once a newer writer took over: its lease file, or its epoch on the table
+        (Delta's conflict check refuses a commit prepared before the takeover either way)."""
+        if self.lease is None:
+            return
+        self.lease.check()
+        if dt is not None and table_epoch(dt.metadata().configuration) > self.lease.epoch:
+            raise Fenced(f"{dt.table_uri}: a writer of epoch {table_epoch(dt.metadata().configuration)} took over "
+                         f"from epoch {self.lease.epoch}")
+
     def __call__(self, df, batch_id: int) -> None:
+        self._check_fence()  # before the batch's tasks run: a fenced job plans and computes nothing more
         called = _now_ms()
         arrow = df.toArrow()  # runs the batch: the source's read, the stateful stage, its state commit
         state_done = _now_ms()
@@ -178,6 +199,7 @@ class DeltaSink:
             self.maintain()
 
     def maintain(self) -> None:
+        self._check_fence()
         report = maintain(str(self.warehouse), self.retention_ms)
         self.metrics.maintenance.inc()
         self.metrics.maintenance_seconds.observe(report.seconds)
@@ -235,6 +257,7 @@ class DeltaSink:
         done_ms = int(time.time() * 1000)
         self.deadlines.update(plan.deadlines, done_ms)
         self.fault("before:progress")
+        self._check_fence()
         self._count(plan, consumed, done_ms / 1000 - started)
         write_progress(self.warehouse, {"batchId": batch_id, "snapshotId": self._latest_snapshot,
                                         "sourceOffsets": offsets, "time": done_ms,
@@ -281,11 +304,13 @@ class DeltaSink:
                mode: Literal["append", "overwrite"]) -> None:
         self.fault(f"before:{table.name}")
         dt = self._handles[table.name]
+        self._check_fence(dt)
         done = dt.transaction_version(APP_ID)
         if done is not None and done >= batch_id:
             log.info("batch %d already committed to %s; skipped", batch_id, table.name)
             return
-        commit = CommitProperties(app_transactions=[Transaction(APP_ID, batch_id)])
+        commit = CommitProperties(app_transactions=[Transaction(APP_ID, batch_id)],
+                                  custom_metadata=self._epoch_property() or None)
         if mode == "overwrite":
             write_deltalake(dt, data, mode="overwrite", predicate=predicate, commit_properties=commit)
         else:

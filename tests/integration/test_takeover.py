@@ -1,0 +1,119 @@
+"""Issue 24: a standby takes over from a paused writer, and the writer, resumed, writes nothing.
+
+`./run.sh` with NAMESRV_JOB_STANDBY: the writer's whole process group (its Python driver, JVM and
+Python workers) is stopped with SIGSTOP, as a frozen host would be. The standby takes over once
+the lease is stale; a registration published during the pause is served. Then the old writer is
+resumed: no Delta commit of its epoch follows the takeover, it leaves on its own (exit code 3,
+`pipelines/writer_lease.py`), and the launcher starts it again as the new standby.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from eventlog.publisher import EventPublisher
+from ops.net import free_port
+from pipelines import writer_lease
+from schemas import tables as t
+from tests.helpers import DEFAULTS, reg, topics
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait(probe, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = probe()
+            if value:
+                return value
+        except (requests.RequestException, OSError):
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def commits(table: Path) -> list[tuple[int, dict]]:
+    """(version, commitInfo) of every commit in a Delta table's log."""
+    out = []
+    for f in sorted((table / "_delta_log").glob("*.json")):
+        for line in f.read_text().splitlines():
+            action = json.loads(line)
+            if "commitInfo" in action:
+                out.append((int(f.stem), action["commitInfo"]))
+    return out
+
+
+def test_a_paused_writer_is_taken_over_and_writes_nothing_when_resumed(tmp_path):
+    http_port, kafka_port = free_port(), free_port()
+    env = {**os.environ, "NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_KAFKA_BOOTSTRAP": "",
+           "NAMESRV_KAFKA_EMBEDDED_PORT": str(kafka_port), "NAMESRV_HTTP_PORT": str(http_port),
+           "NAMESRV_REMOTING_PORT": "0", "NAMESRV_JOB_STANDBY": "true", "NAMESRV_ADMIN_TOKEN": "takeover"}
+    url = f"http://127.0.0.1:{http_port}"
+    warehouse = tmp_path / "delta"
+    launcher = subprocess.Popen([sys.executable, "-m", "ops.launcher"], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    stopped: int | None = None
+    try:
+        wait(lambda: requests.get(url + "/readyz", timeout=2).status_code == 200, 180, "readiness")
+        pub = EventPublisher(f"127.0.0.1:{kafka_port}", "namesrv-events", max_message_bytes=DEFAULTS.max_message_bytes)
+        pub.publish([reg("take-a", 0, "127.0.0.1:37911", tps=topics("TakeA", "TakeBase"))])
+        wait(lambda: requests.get(url + "/topics/TakeA/route", timeout=2).status_code == 200, 60, "the first route")
+        first = writer_lease.newest(tmp_path)
+        assert first is not None
+        old_epoch, old_pid = first[0], first[1]["pid"]
+        # The standby is up and waiting (its SparkSession built) before the writer is paused.
+        wait(lambda: "standby: job" in "".join(f.read_text() for f in (tmp_path / "logs").glob("job*.log")), 120,
+             "the standby")
+
+        stopped = os.getpgid(old_pid)
+        os.killpg(stopped, signal.SIGSTOP)
+        paused_at = time.time()
+        pub.publish([reg("take-b", 0, "127.0.0.1:37921", tps=topics("TakeB", "TakeBase"))])
+        wait(lambda: requests.get(url + "/topics/TakeB/route", timeout=2).status_code == 200, 90,
+             "the standby to take over and serve a registration published during the pause")
+        lease = writer_lease.newest(tmp_path)
+        assert lease is not None and lease[0] > old_epoch and lease[1]["pid"] != old_pid
+        new_epoch = lease[0]
+        taken_after = lease[1]["takenAt"] / 1000 - paused_at
+        assert taken_after >= writer_lease.STALE_S - 1, f"taken over {taken_after:.1f} s into the pause: too soon"
+        fenced = {table.name: max(v for v, info in commits(warehouse / table.name)
+                                  if info.get("operation") == "SET TBLPROPERTIES") for table in t.ALL_TABLES}
+
+        os.killpg(stopped, signal.SIGCONT)
+        stopped = None
+        pub.publish([reg("take-c", 0, "127.0.0.1:37931", tps=topics("TakeC", "TakeBase"))])
+        wait(lambda: requests.get(url + "/topics/TakeC/route", timeout=2).status_code == 200, 60,
+             "the new writer to serve after the old one resumed")
+
+        # The old writer leaves on its own; the launcher starts a new standby in its place.
+        wait(lambda: not Path(f"/proc/{old_pid}").exists(), 30, "the old writer to leave")
+        log = "".join(f.read_text() for f in (tmp_path / "logs").glob("job*.log*"))
+        assert f"writer epoch {old_epoch} was taken over by epoch {new_epoch}" in log
+        # Nothing it prepared was committed after the takeover: every later commit is the new epoch's.
+        for table in t.ALL_TABLES:
+            later = [(v, info) for v, info in commits(warehouse / table.name) if v > fenced[table.name]]
+            wrong = [(v, info.get(writer_lease.EPOCH_PROPERTY)) for v, info in later
+                     if info.get("operation") != "SET TBLPROPERTIES"
+                     and info.get(writer_lease.EPOCH_PROPERTY) != str(new_epoch)]
+            assert not wrong, f"{table.name}: commits after the takeover not by epoch {new_epoch}: {wrong}"
+        assert writer_lease.newest(tmp_path)[0] == new_epoch  # the resumed job did not take the role back
+    finally:
+        if stopped is not None:
+            os.killpg(stopped, signal.SIGCONT)
+        launcher.send_signal(signal.SIGTERM)
+        try:
+            launcher.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.wait(timeout=10)
