@@ -19,7 +19,7 @@ from conf.logs import setup_logging
 from conf.version import argument_parser
 from eventlog.consumer import FETCH_BYTES
 from eventlog.topics import ensure_topic
-from pipelines import class_archive, kafka_source, state_layout, writer_lease
+from pipelines import class_archive, kafka_source, state_layout, warm_up, writer_lease
 from pipelines.faults import KillAtRandom
 from pipelines.sink import DeltaSink
 from pipelines.step import STATE_SCHEMA, StepConfig, make_step, step_input
@@ -95,6 +95,7 @@ def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: 
         spark.sparkContext.addPyFile(str(code_archive(cfg.data_dir)))
     _quiet_accumulator_server()
     spark.dataSource.register(kafka_source.KafkaEventSource)
+    spark.dataSource.register(warm_up.WarmUpSource)
     return spark
 
 
@@ -176,7 +177,9 @@ def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None,
 def warm_python_workers(spark: Any, cfg: Config) -> None:
     """A tiny grouped pandas job over as many partitions as the query's stateful stage, which
     starts (or keeps alive) the Python workers the query will use, with pandas, pyarrow and the
-    step's modules imported in them."""
+    step's modules imported in them; and a read of a one-row Python data source, which starts the
+    daemons Spark plans Python data source reads in (`pipelines/warm_up.py`)."""
+    spark.read.format(warm_up.SOURCE_NAME).load().collect()
     from pyspark.sql.functions import col
     step = make_step(StepConfig.from_config(cfg))
 
@@ -188,6 +191,13 @@ def warm_python_workers(spark: Any, cfg: Config) -> None:
         return pdf
     (spark.range(cfg.shuffle_partitions * 2, numPartitions=cfg.shuffle_partitions)
      .groupBy(col("id")).applyInPandas(echo, "id long").collect())
+
+
+def _warm_quietly(spark: Any, cfg: Config) -> None:
+    try:
+        warm_python_workers(spark, cfg)
+    except Exception as exc:  # only a head start: the first batch starts them itself if this fails
+        log.info("Python workers not warmed ahead of the first batch: %s", str(exc).splitlines()[0] if str(exc) else exc)
 
 
 def read_events(spark: Any, cfg: Config, state_import: Path | None = None,
@@ -271,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
         os._exit(writer_lease.FENCED_EXIT)
 
     lease.keep(_fenced, lease_stop)
+    # The Python workers' daemon starts (its imports: pandas, pyarrow, the step) beside the query's
+    # start instead of inside the first batch, which waited for it (docs/latency.md, restart).
+    threading.Thread(target=_warm_quietly, args=(spark, cfg), name="warm-workers", daemon=True).start()
     try:
         query = start_query(spark, cfg,
                             fault=KillAtRandom(cfg.test_kill_probability) if cfg.test_kill_probability else None,
