@@ -197,6 +197,7 @@ class DeltaSink:
             release_memory()
         if self.schedule is not None and self.schedule.due():
             self.maintain()
+        self.fault("after:batch")  # written, not yet in Spark's commit log
 
     def maintain(self) -> None:
         self._check_fence()
