@@ -38,6 +38,7 @@ SCALING = ROOT / "docs" / "scaling.md"
 TIMELINES = {"registration": "A registration of a new topic, published → served (1,000 brokers heartbeating)",
              "expiry": "A silent broker (5 s timeout), last heartbeat → its route gone",
              "restart": "The job SIGKILLed → a registration published at once served",
+             "takeover": "The same with NAMESRV_JOB_STANDBY: the standby takes over",
              "startup": "./run.sh started → ready (/readyz 200)"}
 
 
@@ -140,8 +141,8 @@ def system_benchmarks(rep: Report, quick: bool) -> None:
         timelines["startup"] = timeline.startup_timeline(s, s.started_ms, s.ready_ms)
         rep.raw["ready_s"] = s.ready_s
         rep.raw["heartbeat_defer_ms"] = s.cfg.heartbeat_defer_ms
-        rep.target("`./run.sh` → ready (set-up done: virtualenv and jars present)", "≤ 15 s",
-                   f"{s.ready_s:.1f} s to /readyz 200 (Kafka, job's first batch, a cut served)", s.ready_s <= 15)
+        rep.target("`./run.sh` → ready (set-up done: virtualenv and jars present)", "≤ 10 s",
+                   f"{s.ready_s:.1f} s to /readyz 200 (Kafka, job's first batch, a cut served)", s.ready_s <= 10)
         fleet = probes.Fleet(s, groups, period_s=30.0)
         s.wait_consumed()
         fleet.start()
@@ -162,9 +163,9 @@ def system_benchmarks(rep: Report, quick: bool) -> None:
         e = probes.expiry(s, 10 if quick else 30)
         rep.raw["expiry"] = e
         timelines["expiry"] = timeline.expiry_timeline(s)
-        rep.target("expiry overshoot, removal served − (last heartbeat + timeout)", "≤ 2 s",
+        rep.target("expiry overshoot, removal served − (last sign of life + timeout)", "p50 ≤ 0.5 s, max ≤ 1 s",
                    f"p50 {e['p50_s']:.2f} s, max {e['max_s']:.2f} s (n={e['n']}, timeout {e['timeout_ms']} ms)",
-                   e["max_s"] <= 2.0)
+                   e["p50_s"] <= 0.5 and e["max_s"] <= 1.0)
         cuts = sum(s.metric("namesrv_job_snapshots_committed_total")) - cuts0
         rep.raw["delta_bytes_per_cut"] = (s.disk_bytes() - disk0) / max(1, cuts)
         rep.raw["delta_cuts"] = cuts
@@ -173,6 +174,17 @@ def system_benchmarks(rep: Report, quick: bool) -> None:
         time.sleep(62)  # past the launcher's backoff reset: a first restart again
         timelines["restart"] = timeline.restart_timeline(s)
         fleet.stop()
+    with System(NAMESRV_JOB_STANDBY="true") as s:  # the same, with a warm standby job
+        fleet = probes.Fleet(s, groups, period_s=30.0)
+        s.wait_consumed()
+        fleet.start()
+        time.sleep(45)  # the standby's session is up and its Python workers warm
+        before = s.rss_mib()
+        sb = probes.restart(s, 1 if quick else 2)
+        time.sleep(62)  # the killed job is back as the new standby, warm
+        timelines["takeover"] = timeline.restart_timeline(s)
+        fleet.stop()
+    rep.raw["restart_standby"] = sb
     rep.raw["timelines"] = timelines
     lines = ["Where the time of one change goes, phase by phase (bench/timeline.py; the job's own records of its "
              "start and of the batch that served the change, `_job.json` and `_progress.json`). Drawn in "
@@ -182,21 +194,14 @@ def system_benchmarks(rep: Report, quick: bool) -> None:
             lines += [*timeline.text(title, timelines[name]), ""]
             timeline.draw(title, timelines[name], ROOT / "docs" / f"timeline-{name}.png")
     rep.section("Timelines", lines[:-1])
-    with System(NAMESRV_JOB_STANDBY="true") as s:  # the same, with a warm standby job
-        fleet = probes.Fleet(s, groups, period_s=30.0)
-        s.wait_consumed()
-        fleet.start()
-        time.sleep(45)  # the standby's session is up and its Python workers warm
-        before = s.rss_mib()
-        sb = probes.restart(s, 1 if quick else 2)
-        fleet.stop()
-    rep.raw["restart_standby"] = sb
     jobs = sum(before.get(k, 0.0) for k in ("job", "job-jvm", "py-worker"))
-    rep.target("job SIGKILLed → a new registration served (1,000 groups heartbeating)", "≤ 8 s",
-               f"with NAMESRV_JOB_STANDBY: p50 {sb['p50_s']:.1f} s, max {sb['max_s']:.1f} s (n={sb['n']}; the "
-               f"standby's query start and first batch; both jobs together {jobs:.0f} MiB RSS); without (the "
-               f"default): p50 {cold['p50_s']:.1f} s, max {cold['max_s']:.1f} s (launcher restart, JVM and SparkSession "
-               "from the class archive, state restore, first batch, one refresh)", sb["max_s"] <= 8)
+    rep.target("job SIGKILLed → a new registration served (1,000 groups heartbeating), the default (cold restart)",
+               "≤ 8 s", f"p50 {cold['p50_s']:.1f} s, max {cold['max_s']:.1f} s (n={cold['n']}; launcher restart, JVM "
+               "and SparkSession from the class archive, query start, first batch, one refresh)", cold["max_s"] <= 8)
+    rep.target("the same with NAMESRV_JOB_STANDBY (hot standby)", "≤ 3 s",
+               f"p50 {sb['p50_s']:.1f} s, max {sb['max_s']:.1f} s (n={sb['n']}; the standby takes the lease, fences "
+               f"the tables, starts its query and runs a first batch; both jobs together {jobs:.0f} MiB RSS)",
+               sb["max_s"] <= 3)
 
 
 def ingestion_benchmark(rep: Report, quick: bool) -> None:
