@@ -89,9 +89,9 @@ class Config:
         positive=True)
     job_standby: bool = setting(
         "NAMESRV_JOB_STANDBY", False,
-        "`./run.sh` also starts a standby job: its SparkSession is up, it waits for the job lock in the data "
-        "directory and runs the query the moment the active job dies (costs a second idle driver; one host only, "
-        "the lock is a local flock; measured no faster than the plain restart, see README)")
+        "`./run.sh` also starts a standby job: its SparkSession is up and its Python workers warm; it takes over the "
+        "writer's lease the moment the active job dies, or after 5 s without renewal (paused or cut off), and fences "
+        "the old writer's commits (costs a second idle driver; see README, One writer)")
     # 25 s, under one of RocketMQ's heartbeat periods (30 s): a quiet fleet costs one batch per
     # window, and a signal is applied (and, NAMESRV_LIVE_FLUSH_MS being 0, in broker_live) within
     # the window plus a batch, so the served lastUpdateTimestamp stays within one heartbeat interval

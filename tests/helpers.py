@@ -1,8 +1,11 @@
-"""Event builders for tests: the producers' builders, normalised through the real parser."""
+"""Event builders for tests: the producers' builders, normalised through the real parser; and
+`wait`, the polling loop of the tests that drive whole processes."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
 from typing import Any
 
 from conf import load_config
@@ -67,3 +70,18 @@ def cut(*events: dict[str, Any]) -> Snapshot:
         for x in t.ROUTE_TABLES:
             tables[x.name].extend(table_rows(s, x.name))
     return build_snapshot(None, tables)
+
+
+def wait(probe: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll `probe` until it returns a truthy value (an OSError, such as a refused connection, counts
+    as not yet); fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = probe()
+            if value:
+                return value
+        except OSError:  # requests' errors are OSErrors too
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")

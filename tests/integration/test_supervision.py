@@ -22,7 +22,7 @@ from ops.rocketmq_software import AdminShell
 from remoting import codes
 from remoting.client import RemotingClient
 from remoting.replies import SNAPSHOT_EXT
-from tests.helpers import DEFAULTS, reg, topics
+from tests.helpers import DEFAULTS, reg, topics, wait
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,19 +78,6 @@ def replicas_agree(urls: list[str], publish, timeout_s: float = 20.0) -> float:
         time.sleep(0.02)
     assert len(seen) == len(urls), f"not every replica served the change: {seen}"
     return max(seen.values()) - min(seen.values())
-
-
-def wait(probe, timeout: float, what: str):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            value = probe()
-            if value:
-                return value
-        except (requests.RequestException, OSError):
-            pass
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def remoting_route(port: int, topic: str) -> int | None:

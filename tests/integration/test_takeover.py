@@ -24,23 +24,10 @@ from eventlog.publisher import EventPublisher
 from ops.net import free_port
 from pipelines import writer_lease
 from schemas import tables as t
-from tests.helpers import DEFAULTS, reg, topics
+from tests.helpers import DEFAULTS, reg, topics, wait
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait(probe, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = probe()
-            if value:
-                return value
-        except (requests.RequestException, OSError):
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def commits(table: Path) -> list[tuple[int, dict]]:
