@@ -14,8 +14,11 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
+import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from conf.memory import release_memory
@@ -37,6 +40,7 @@ class SnapshotReader:
         self.warehouse = Path(warehouse)
         self._handles: dict[str, DeltaTable] = {}
         self._rows: dict[str, tuple[int, list[dict[str, Any]]]] = {}  # table -> (version, rows) last loaded
+        self._files: dict[str, dict[str, pa.Table]] = {}  # table -> data file -> its rows, as last read
 
     def _table(self, table: t.TableDef, version: int | None = None) -> DeltaTable:
         dt = self._handles.get(table.name)
@@ -89,6 +93,21 @@ class SnapshotReader:
         rows = dataset.to_table(filter=flt).to_pylist()
         return max(rows, key=lambda r: r["snapshotId"]) if rows else None
 
+    def _read(self, table: t.TableDef, version: int) -> pa.Table:
+        """A table at a version, reading only the data files the last read of it did not: a cut
+        replaces a few owners' rows, so most of its files are the previous cut's, and reading them
+        all again was most of a refresh once a table had hundreds of files (docs/latency.md). A data
+        file never changes once written; a table with deletion vectors is read whole."""
+        dt = self._table(table, version)
+        if dt.protocol().reader_features:
+            return dt.to_pyarrow_table()
+        paths = pa.table(dt.get_add_actions(flatten=True)).column("path").to_pylist()
+        kept = self._files.get(table.name, {})
+        root = self.warehouse / table.name
+        parts = {p: kept[p] if p in kept else pq.read_table(root / unquote(p), schema=table.schema) for p in paths}
+        self._files[table.name] = parts
+        return pa.concat_tables(parts.values()) if parts else table.schema.empty_table()
+
     def load(self, row: dict[str, Any], previous: Snapshot | None = None) -> Snapshot:
         """The cut `row` names. Its topic_queue index is taken from `previous` when that cut has
         the same topic_queue version: most cuts change only liveness (a flush of broker_live
@@ -104,7 +123,7 @@ class SnapshotReader:
             if kept is not None and kept[0] == version:  # unchanged since the last load: not read again
                 tables[table.name] = kept[1]
                 continue
-            arrow = self._table(table, version).to_pyarrow_table()
+            arrow = self._read(table, version)
             tables[table.name] = arrow if table is t.TOPIC_QUEUE else arrow.to_pylist()
             if table is not t.TOPIC_QUEUE:
                 self._rows[table.name] = (version, tables[table.name])
