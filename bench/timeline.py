@@ -30,7 +30,7 @@ BATCH = (("trigger", "trigger wait"), ("admitted", "source: offsets and admissio
          ("cutDone", "cut commit (snapshots row)"), ("time", "progress record"))
 # A job's start-up phases in order (`_job.json`), then its query's start (`startedAt`).
 START = (("process", "launcher starts the job"), ("main", "Python imports"), ("sessionBuilt", "JVM and SparkSession"),
-         ("lockTaken", "job lock"), ("startedAt", "query start"))
+         ("leaseTaken", "writer lease taken (tables fenced)"), ("startedAt", "query built"))
 SERVED = "refresh and answer"
 
 
@@ -49,9 +49,17 @@ def phases(begin_ms: int, points: list[tuple[str, int | None]], served_ms: int) 
     return out
 
 
-def _batch_points(progress: dict[str, Any]) -> list[tuple[str, int | None]]:
+def _batch_points(progress: dict[str, Any], started_ms: int | None = None) -> list[tuple[str, int | None]]:
+    """A batch's phases. One planned before `started_ms` (the job instance's start) is a batch the
+    previous instance planned and this one replays: its planning instants are the old instance's,
+    so the time from the start to the sink is the query's start and the replay's planning."""
     p = {**progress.get("phases", {}), "time": progress.get("time")}
-    return [(name, p.get(key)) for key, name in BATCH]
+    points = [(name, p.get(key)) for key, name in BATCH]
+    if started_ms is not None and (p.get("planned") or started_ms) < started_ms:
+        return [("query start, Python source, planning of the replayed batch" if key == "sinkCalled" else name,
+                 None if key in ("trigger", "admitted", "planned") else at) for (key, _), (name, at)
+                in zip(BATCH, points, strict=True)]
+    return points
 
 
 def _start_points(job: dict[str, Any]) -> list[tuple[str, int | None]]:
@@ -129,7 +137,7 @@ def restart_timeline(sys_: System) -> list[tuple[str, int, int]]:
         "topicConfigTable": _topics(topic)}])
     served, cut = _wait_status(sys_, topic, 200, 180)
     job = read_job_record(sys_.cfg.warehouse) or {}
-    return phases(begin, [*_start_points(job), *_batch_points(_batch_of(sys_, cut))], served)
+    return phases(begin, [*_start_points(job), *_batch_points(_batch_of(sys_, cut), job.get("startedAt"))], served)
 
 
 def startup_timeline(sys_: System, started_ms: int, ready_ms: int) -> list[tuple[str, int, int]]:

@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         "standby: job %s is the writer (%s); this job takes over the moment that one ends or stops renewing "
         "its lease for %.0f s", pid or "?", cfg.data_dir / writer_lease.LEASES, writer_lease.STALE_S),
         keep_warm=lambda: warm_python_workers(spark, cfg))
-    phases["lockTaken"] = _now_ms()
+    phases["leaseTaken"] = _now_ms()
     log.info("writer epoch %d: the tables carry it; an older writer can no longer commit", lease.epoch)
     stopping = threading.Event()
     lease_stop = threading.Event()

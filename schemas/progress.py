@@ -15,7 +15,7 @@ offsets its served snapshot already reflects, and by the source to schedule time
  loads the newest cut without scanning the `snapshots` table)}
 
 `_job.json`, written when a job instance starts its query: {"startedAt": epoch ms, "phases":
-{name: epoch ms}} (`process` started, `main` entered (imports done), `sessionBuilt`, `lockTaken`;
+{name: epoch ms}} (`process` started, `main` entered (imports done), `sessionBuilt`, `leaseTaken`;
 `startedAt` is when the query started being built). A reader
 compares the two: the job is running and has committed a batch since it started exactly when
 `jobStartedAt` equals `startedAt` (what `/readyz` asks).
