@@ -243,7 +243,7 @@ def _process_start_ms() -> int:
     """This process' start (epoch ms), from the kernel: ticks after boot, and the boot time from the
     uptime (10 ms steps; /proc/stat's btime has whole seconds)."""
     import time
-    ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+    ticks = int(writer_lease.process_start(os.getpid()) or 0)
     boot = time.time() - float(Path("/proc/uptime").read_text().split()[0])
     return int((boot + ticks / os.sysconf("SC_CLK_TCK")) * 1000)
 

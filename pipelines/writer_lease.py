@@ -76,7 +76,9 @@ def holder(data_dir: Path) -> int | None:
     return None if lease is None else lease[1].get("pid")
 
 
-def _process_start(pid: int) -> str | None:
+def process_start(pid: int) -> str | None:
+    """A process' start, in clock ticks after boot (/proc/<pid>/stat): with the pid, it names one
+    process, not a later one given the same pid. None when no such process runs."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except (FileNotFoundError, IndexError, ProcessLookupError):
@@ -84,7 +86,7 @@ def _process_start(pid: int) -> str | None:
 
 
 def _me() -> dict[str, Any]:
-    return {"host": socket.gethostname(), "pid": os.getpid(), "processStart": _process_start(os.getpid())}
+    return {"host": socket.gethostname(), "pid": os.getpid(), "processStart": process_start(os.getpid())}
 
 
 def vacant(lease: tuple[int, dict[str, Any], float] | None) -> bool:
@@ -95,7 +97,7 @@ def vacant(lease: tuple[int, dict[str, Any], float] | None) -> bool:
     if age > STALE_S:
         return True
     if record.get("host") == socket.gethostname() and record.get("pid") is not None:
-        return _process_start(int(record["pid"])) != record.get("processStart")
+        return process_start(int(record["pid"])) != record.get("processStart")
     return False
 
 
