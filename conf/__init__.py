@@ -85,7 +85,9 @@ class Config:
         positive=True, maximum=4096)
     trigger_interval_ms: int = setting(
         "NAMESRV_TRIGGER_INTERVAL_MS", 500,
-        "how often the source is asked for new records; a batch runs only when admitted (see Architecture)",
+        "the pace of batches no change asks for (deferred heartbeats, timeouts) and the longest a look for records "
+        "waits (at most 10 s); a change runs a batch at once, right after any batch in flight (see Architecture). "
+        "With NAMESRV_KAFKA_SOURCE=connector: Spark's trigger interval",
         positive=True)
     job_standby: bool = setting(
         "NAMESRV_JOB_STANDBY", False,

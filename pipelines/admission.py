@@ -4,8 +4,8 @@ The job turns Spark's no-data batches off (they would run at every trigger, beca
 state step always has a timeout pending), so a batch runs only when the source returns
 offsets that differ from the start. `decide` says when that should be:
 
-- a record other than a heartbeat waits (registrations and writes are served at the next
-  trigger);
+- a record other than a heartbeat waits (registrations and writes are served without
+  waiting for company);
 - a full batch waits (`waiting_records` ≥ `full_batch`, the source's maxRecordsPerBatch): heartbeats
   have all the company a batch can take, so waiting longer only grows the backlog;
 - the oldest waiting heartbeat has waited `defer_ms` (heartbeats keep a broker alive, they
@@ -19,7 +19,13 @@ offsets that differ from the start. `decide` says when that should be:
   restart is the one it misses). Each batch costs about a second of the JVM's CPU however
   little it does, so a net every `defer_ms` was most of an idle job's cost.
 
-With `defer_ms` = 0 every trigger runs a batch, as Spark's own no-data batches would. A
+The first two run at once, even right after another batch: a change waits for nothing but the
+batch in flight, and a backlog is read as fast as batches run. The others are paced: they run
+no sooner than `pace_ms` (the trigger interval) after the previous batch. The query runs its
+triggers back to back and the source's wait inside a trigger is what paces it (Spark would
+otherwise hold a change that arrived during a batch until the next multiple of the interval).
+
+With `defer_ms` = 0 a batch runs every `pace_ms`, as Spark's own no-data batches would. A
 batch without new records bumps the virtual `tick` offset (`offsets_to_run`), which reads
 nothing but lets Spark call the timed-out groups.
 
@@ -47,20 +53,33 @@ class Backlog:
 
 def decide(now_ms: float, *, defer_ms: int, last_run_ms: float, pending: bool,
            backlog: Callable[[], Backlog], next_deadline: Callable[[], int | None],
-           waiting_records: int = 0, full_batch: int | None = None) -> bool:
+           waiting_records: int = 0, full_batch: int | None = None, pace_ms: int = 0) -> bool:
     """True when this trigger should run a batch (see the module docstring for the rules)."""
-    if defer_ms <= 0 or now_ms - last_run_ms >= (defer_ms if pending else max(defer_ms, IDLE_BATCH_MS)):
-        return True
     if full_batch is not None and waiting_records >= full_batch:
+        return True
+    since = now_ms - last_run_ms
+    paced = since >= pace_ms
+    if paced and (defer_ms <= 0 or since >= (defer_ms if pending else max(defer_ms, IDLE_BATCH_MS))):
         return True
     if pending:
         waiting = backlog()
         if waiting.urgent:
             return True
-        if waiting.oldest_heartbeat_ms is not None and now_ms - waiting.oldest_heartbeat_ms >= defer_ms:
+        if paced and waiting.oldest_heartbeat_ms is not None and now_ms - waiting.oldest_heartbeat_ms >= defer_ms:
             return True
+    if not paced:
+        return False
     deadline = next_deadline()
     return deadline is not None and now_ms >= deadline
+
+
+def next_look_ms(now_ms: float, *, last_run_ms: float, pace_ms: int, deadline_ms: int | None) -> float | None:
+    """When `decide` may say otherwise without a new record arriving: when the pace allows a
+    paced batch again, or else at the earliest group timeout; None: only a record changes it."""
+    paced_at = last_run_ms + pace_ms
+    if paced_at > now_ms:
+        return paced_at
+    return None if deadline_ms is None else float(deadline_ms)
 
 
 def is_partition(key: str) -> bool:

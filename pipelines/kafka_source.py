@@ -120,9 +120,12 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._unavailable = False
         # Batch admission (see `_admit`): heartbeats may wait up to defer_ms for company.
         self.defer_ms = int(options["heartbeatdeferms"])
-        # A trigger that runs no batch waits this long for one (`latestOffset`): the trigger interval,
-        # at most MAX_WAIT_S (a stopping query waits for the source's answer).
-        self.wait_s = min(int(options["triggerintervalms"]) / 1000, MAX_WAIT_S)
+        # The trigger interval paces the batches that no change asks for (`admission.decide`), and
+        # a trigger that runs no batch waits this long for one (`latestOffset`): the interval, at
+        # most MAX_WAIT_S (a stopping query waits for the source's answer). The query runs its
+        # triggers back to back (`pipelines/job.py`), so these waits are its only pacing.
+        self.pace_ms = int(options["triggerintervalms"])
+        self.wait_s = min(self.pace_ms / 1000, MAX_WAIT_S)
         self.progress_dir = options["progressdir"]
         self.lease = Lease(Path(options["leasedir"]), int(options["writerepoch"])) if options["leasedir"] else None
         self.state_import = options["stateimport"] or None
@@ -178,16 +181,20 @@ class KafkaStreamReader(DataSourceStreamReader):
                 return out
 
     def _await_change(self, start: dict, seconds: float) -> None:
-        """Block up to `seconds`, or until the earliest group timeout, for a record the ledger does
-        not call a liveness signal or for a full batch. Records that arrive meanwhile go through the
-        ledger here (`_look`), so the next look scans nothing twice. A fetch waits at most
-        `WATCH_FETCH_WAIT_MS` at the broker (Tansu answers a waiting fetch when its wait ends, not
-        when a record arrives), which bounds both the added latency and the idle cost."""
+        """Block up to `seconds`, or until admission may decide otherwise without a record (the
+        pace allows a batch again, the earliest group timeout: `admission.next_look_ms`), for a
+        record the ledger does not call a liveness signal or for a full batch. Records that arrive
+        meanwhile go through the ledger here (`_look`), so the next look scans nothing twice. A
+        fetch waits at most `WATCH_FETCH_WAIT_MS` at the broker (Tansu answers a waiting fetch when
+        its wait ends, not when a record arrives), which bounds both the added latency and the idle
+        cost."""
         from kafka import TopicPartition
         until = time.monotonic() + seconds
-        deadline = self._next_deadline()
-        if deadline is not None:
-            until = min(until, time.monotonic() + max(0.0, deadline / 1000 - time.time()))
+        now_ms = time.time() * 1000
+        wake = admission.next_look_ms(now_ms, last_run_ms=self._last_run, pace_ms=self.pace_ms,
+                                      deadline_ms=self._next_deadline())
+        if wake is not None:
+            until = min(until, time.monotonic() + max(0.0, (wake - now_ms) / 1000))
         if not self._ends:
             return
         c = self._client()
@@ -284,7 +291,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         run = importing or admission.decide(
             now, defer_ms=self.defer_ms, last_run_ms=self._last_run, pending=bool(pending),
             backlog=lambda: self._scan_pending(pending), next_deadline=self._next_deadline,
-            waiting_records=waiting, full_batch=self.max_records)
+            waiting_records=waiting, full_batch=self.max_records, pace_ms=self.pace_ms)
         if run:
             self._last_run = now
             self._observe(pending)  # whichever rule decided, the ledger looks at what the batch will read

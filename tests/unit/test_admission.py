@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.admission import IDLE_BATCH_MS, TICK, Backlog, decide, offsets_to_run, pending_ranges
+from pipelines.admission import IDLE_BATCH_MS, TICK, Backlog, decide, next_look_ms, offsets_to_run, pending_ranges
 
 DEFER = 10_000
 NOW = 1_000_000
@@ -14,9 +14,10 @@ def never_asked() -> Backlog:
     raise AssertionError("the waiting records should not have been scanned")
 
 
-def run(*, last_run=NOW - 1, pending=True, backlog=never_asked, deadline=None, defer=DEFER, now=NOW) -> bool:
+def run(*, last_run=NOW - 1, pending=True, backlog=never_asked, deadline=None, defer=DEFER, now=NOW,
+        pace=0) -> bool:
     return decide(now, defer_ms=defer, last_run_ms=last_run, pending=pending, backlog=backlog,
-                  next_deadline=lambda: deadline)
+                  next_deadline=lambda: deadline, pace_ms=pace)
 
 
 def test_every_trigger_runs_when_nothing_may_wait():
@@ -57,6 +58,30 @@ def test_a_full_batch_of_heartbeats_runs_without_waiting_longer():
 @pytest.mark.parametrize("deadline, expected", [(NOW, True), (NOW - 5, True), (NOW + 1, False), (None, False)])
 def test_a_due_group_timeout_runs_a_batch_without_records(deadline, expected):
     assert run(pending=False, deadline=deadline) is expected
+
+
+PACE = 500
+
+
+def test_a_change_runs_right_after_the_previous_batch_whatever_the_pace():
+    urgent = lambda: Backlog(urgent=True, oldest_heartbeat_ms=None)  # noqa: E731
+    assert run(last_run=NOW - 1, backlog=urgent, pace=PACE)
+    assert decide(NOW, defer_ms=DEFER, last_run_ms=NOW - 1, pending=True, backlog=never_asked,
+                  next_deadline=lambda: None, waiting_records=5000, full_batch=5000, pace_ms=PACE)
+
+
+@pytest.mark.parametrize("since, expected", [(PACE - 1, False), (PACE, True)])
+def test_what_no_change_asks_for_runs_no_sooner_than_the_pace_after_the_previous_batch(since, expected):
+    old = lambda: Backlog(urgent=False, oldest_heartbeat_ms=NOW - DEFER)  # noqa: E731
+    assert run(last_run=NOW - since, pending=False, deadline=NOW - 5, pace=PACE) is expected  # a due timeout
+    assert run(last_run=NOW - since, backlog=old, pace=PACE) is expected  # heartbeats past their deferral
+    assert run(last_run=NOW - since, defer=0, pending=False, pace=PACE) is expected  # nothing may wait
+
+
+def test_the_next_look_is_when_the_pace_allows_a_batch_then_the_earliest_timeout():
+    assert next_look_ms(NOW, last_run_ms=NOW - 100, pace_ms=PACE, deadline_ms=NOW - 5) == NOW + 400
+    assert next_look_ms(NOW, last_run_ms=NOW - PACE, pace_ms=PACE, deadline_ms=NOW + 7) == NOW + 7
+    assert next_look_ms(NOW, last_run_ms=NOW - PACE, pace_ms=PACE, deadline_ms=None) is None
 
 
 def test_nothing_is_scanned_or_read_when_a_cheaper_rule_decided():
