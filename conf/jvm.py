@@ -33,6 +33,7 @@ DECLARATIONS = ROOT / "jvm"
 CACHE = ROOT / ".jvm"
 STAMP = ".resolved"
 _VERSION = re.compile(r"-\d[\w.+-]*\.jar$")
+_URL = re.compile(r"https?://\S+")  # in Maven's "Downloaded from central: <url> (12 kB at 34 kB/s)"
 
 
 class JarsMissing(RuntimeError):
@@ -151,8 +152,9 @@ def resolve(name: str, *, repository: str = "", cache: Path = CACHE,
                 lines.append(line)
                 if "Downloaded from" in line:
                     fetched += 1
-                    if fetched % 25 == 1:
-                        progress(f"  {name}: {fetched} file(s) fetched, latest {line.split('/')[-1].split(' ')[0]}")
+                    url = _URL.search(line)
+                    if fetched % 25 == 1 and url:
+                        progress(f"  {name}: {fetched} file(s) fetched, latest {url.group(0).rsplit('/', 1)[-1]}")
         output = "".join(lines)
         log.write_text(output)
         if proc.returncode != 0 or not out_dir.is_dir():

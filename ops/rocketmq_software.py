@@ -1,16 +1,21 @@
-"""RocketMQ's own software, run small on 127.0.0.1 from the jars `./run.sh` resolved (jvm/rocketmq):
-its NameServer, brokers (master, slave), mqadmin and a Java producer/consumer.
+"""RocketMQ's own software, run small on 127.0.0.1 from the jars `./run.sh` resolved: its
+NameServer, brokers (master, slave), mqadmin and a Java producer/consumer, of each release line
+the project is checked against (`LINES`: jvm/rocketmq-4.9, jvm/rocketmq for 5.3, jvm/rocketmq-5.5).
 
 The tests point them at our remoting front; the benchmark runs RocketMQ's NameServer beside it.
 Each process gets a scratch home (`-Duser.home`, `-Drocketmq.home.dir`: stores, logs, configs
 live there) and names its logback configuration explicitly: with every jar on one classpath,
 a process without `-Drmq.logback.configurationFile` would pick the broker's.
 
-    ns = start_namesrv()                       # RocketMQ's NameServer on a free port
-    broker = start_broker(ns.addr, broker_name="broker-a")
-    print(mqadmin(ns.addr, "clusterList").stdout)
-    run_client("Produce", ns.addr, "TopicTest", "100")
+    ns = start_namesrv()                       # RocketMQ 5.3's NameServer on a free port
+    broker = start_broker(ns.addr, broker_name="broker-a", line="4.9")
+    with AdminShell(ns.addr, line="5.5") as admin:
+        print(admin.run("clusterList"))
+    run_client("Produce", ns.addr, "TopicTest", "100", line="4.9")
     broker.stop(); ns.stop()
+
+4.9 reads its logback configuration from `${rocketmq.home.dir}/conf/logback_<role>.xml` (5.x from
+the jars, named by `-Drmq.logback.configurationFile`), so a 4.9 process's home gets one.
 """
 
 from __future__ import annotations
@@ -34,18 +39,49 @@ _OPENS = ["--add-exports=java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens=java.ba
           "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED"]
 _SMALL = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k"]
 
+# Release line -> the JVM dependency set holding its jars (the version is the set's pom's).
+LINES = {"4.9": "rocketmq-4.9", "5.3": "rocketmq", "5.5": "rocketmq-5.5"}
+DEFAULT_LINE = "5.3"  # the release docs/semantics.md and the remoting front are written against
+# 4.9's logback file per role (conf/logback_<role>.xml under its home); 5.x names it by property
+_LOGBACK_49 = {"rmq.namesrv.logback.xml": "namesrv", "rmq.broker.logback.xml": "broker",
+               "rmq.tools.logback.xml": "tools", "rmq.client.logback.xml": "client"}
+_LOGBACK_XML = """<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>${user.home}/logs/rocketmqlogs/%s.log</file>
+    <encoder><pattern>%%d %%p %%t - %%m%%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
 
-def classpath(extra: list[Path] | None = None) -> str:
-    return os.pathsep.join(str(p) for p in [*(extra or []), *jvm.jars("rocketmq")])
+
+def _jar_set(line: str) -> str:
+    try:
+        return LINES[line]
+    except KeyError:
+        raise ValueError(f"no RocketMQ line {line!r} (lines: {', '.join(LINES)})") from None
+
+
+def version(line: str = DEFAULT_LINE) -> str:
+    """The release a line runs, as its pom declares it (e.g. 4.9.7)."""
+    return jvm.declared_artifacts(_jar_set(line))[0].rsplit(":", 1)[1]
+
+
+def classpath(extra: list[Path] | None = None, line: str = DEFAULT_LINE) -> str:
+    return os.pathsep.join(str(p) for p in [*(extra or []), *jvm.jars(_jar_set(line))])
 
 
 def java(main: str, *args: str, home: Path, logback: str, heap: str = "128m", props: dict[str, str] | None = None,
-         extra_cp: list[Path] | None = None, opts: list[str] | None = None) -> list[str]:
+         extra_cp: list[Path] | None = None, opts: list[str] | None = None, line: str = DEFAULT_LINE) -> list[str]:
     """The java command line for one of RocketMQ's entry points (or a program of ours)."""
     flags = [f"-D{k}={v}" for k, v in (props or {}).items()]
+    if line == "4.9":
+        role = _LOGBACK_49[logback]
+        (home / "conf").mkdir(exist_ok=True)
+        (home / "conf" / f"logback_{role}.xml").write_text(_LOGBACK_XML % role)
     return ["java", f"-Xmx{heap}", "-Xms32m", *_SMALL, *_OPENS, *(opts or []), f"-Duser.home={home}",
             f"-Drocketmq.home.dir={home}", f"-Drmq.logback.configurationFile={logback}", *flags,
-            "-cp", classpath(extra_cp), main, *args]
+            "-cp", classpath(extra_cp, line), main, *args]
 
 
 @dataclass
@@ -121,7 +157,7 @@ def _home(prefix: str) -> Path:
 
 
 def start_namesrv(port: int | None = None, *, timeout_s: float = 60.0, heap: str = "128m",
-                  full_jit: bool = False, direct_memory: str | None = "64m") -> JavaProcess:
+                  full_jit: bool = False, direct_memory: str | None = "64m", line: str = DEFAULT_LINE) -> JavaProcess:
     """RocketMQ's NameServer (NamesrvStartup), small: 2 worker threads, 128 MiB heap by default,
     C1 only unless `full_jit` (benchmarks: the JIT a production JVM runs), Netty's direct memory
     capped at `direct_memory` (None: the JVM's default, the heap's ceiling, as RocketMQ's own
@@ -136,7 +172,7 @@ def start_namesrv(port: int | None = None, *, timeout_s: float = 60.0, heap: str
                                logback="rmq.namesrv.logback.xml", heap=heap,
                                opts=[*([f"-XX:MaxDirectMemorySize={direct_memory}",
                                         "-Dio.netty.allocator.numDirectArenas=1"] if direct_memory else []),
-                                     *(["-XX:TieredStopAtLevel=4"] if full_jit else [])]), home)
+                                     *(["-XX:TieredStopAtLevel=4"] if full_jit else [])], line=line), home)
     p.addr = f"127.0.0.1:{port}"
     return _await(p, port, "The Name Server boot success", timeout_s)
 
@@ -152,9 +188,11 @@ def broker_port() -> int:
 
 def start_broker(namesrv_addr: str, *, cluster: str = "DefaultCluster", broker_name: str = "broker-a",
                  broker_id: int = 0, port: int | None = None, extra: dict[str, str] | None = None,
-                 access_key: str | None = None, secret_key: str | None = None, timeout_s: float = 90.0) -> JavaProcess:
-    """A broker (BrokerStartup) with small stores; `extra` adds broker.conf properties.
-    With a key pair it signs its NameServer requests (`innerClientAuthenticationCredentials`)."""
+                 access_key: str | None = None, secret_key: str | None = None, timeout_s: float = 90.0,
+                 line: str = DEFAULT_LINE) -> JavaProcess:
+    """A broker (BrokerStartup) of `line` with small stores; `extra` adds broker.conf properties
+    (a line ignores those it does not know). With a key pair it signs its NameServer requests
+    (`innerClientAuthenticationCredentials`, 5.x)."""
     port = port or broker_port()
     home = _home(f"rmq-{broker_name}-{broker_id}-")
     store = home / "store"
@@ -179,10 +217,10 @@ def start_broker(namesrv_addr: str, *, cluster: str = "DefaultCluster", broker_n
     conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     argv = java("org.apache.rocketmq.broker.BrokerStartup", "-c", str(conf), home=home,
                 logback="rmq.broker.logback.xml", heap="256m",
-                opts=["-XX:MaxDirectMemorySize=128m", "-Dio.netty.allocator.numDirectArenas=2", "-Xms256m"])
+                opts=["-XX:MaxDirectMemorySize=128m", "-Dio.netty.allocator.numDirectArenas=2", "-Xms256m"], line=line)
     p = _spawn(f"broker-{broker_name}-{broker_id}", argv, home)
     p.addr = f"127.0.0.1:{port}"
-    p.extra = {"ha": f"127.0.0.1:{port + 1}", "brokerName": broker_name}
+    p.extra = {"ha": f"127.0.0.1:{port + 1}", "brokerName": broker_name, "line": line}
     return _await(p, port, "boot success", timeout_s)
 
 
@@ -194,15 +232,16 @@ def _tools_home(access_key: str | None, secret_key: str | None) -> Path:
 
 
 class AdminShell:
-    """mqadmin commands run one after another in one JVM (jvm/rocketmq/programs/AdminShell.java
+    """mqadmin of `line`, commands run one after another in one JVM (jvm/rocketmq/programs/AdminShell.java
     calls MQAdminStartup.main0, what the mqadmin script runs): a JVM start per command costs ~5 s.
     With a key pair, every command signs (conf/tools.yml)."""
 
-    def __init__(self, namesrv_addr: str, *, access_key: str | None = None, secret_key: str | None = None) -> None:
+    def __init__(self, namesrv_addr: str, *, access_key: str | None = None, secret_key: str | None = None,
+                 line: str = DEFAULT_LINE) -> None:
         self.namesrv_addr = namesrv_addr
         self.home = _tools_home(access_key, secret_key)
         self.proc = subprocess.Popen(java("AdminShell", home=self.home, logback="rmq.tools.logback.xml",
-                                          extra_cp=[compiled_programs()]),
+                                          extra_cp=[compiled_programs(line)], line=line),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, cwd=self.home, start_new_session=True)
 
@@ -213,7 +252,8 @@ class AdminShell:
         self.proc.stdin.flush()
         lines: list[str] = []
         for line in self.proc.stdout:
-            if line.rstrip("\n") == "@@END@@":
+            if line.rstrip("\n").endswith("@@END@@"):  # 4.9's updateTopic ends its output without a newline
+                lines.append(line.rstrip("\n")[:-len("@@END@@")])
                 return "".join(lines)
             lines.append(line)
         raise RuntimeError(f"mqadmin shell exited ({self.proc.poll()}): {''.join(lines)[-2000:]}")
@@ -235,24 +275,27 @@ class AdminShell:
         self.close()
 
 
-def compiled_programs() -> Path:
-    """Our Java programs (jvm/rocketmq/programs/*.java) compiled once per source hash into .jvm/."""
+def compiled_programs(line: str = DEFAULT_LINE) -> Path:
+    """Our Java programs (jvm/rocketmq/programs/*.java) compiled against `line`'s jars, once per
+    source hash and line, into .jvm/."""
     sources = sorted(PROGRAMS.glob("*.java"))
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
-    out = ROOT / ".jvm" / "rocketmq-programs" / digest
+    out = ROOT / ".jvm" / "rocketmq-programs" / f"{digest}-{line}"
     if not (out / ".done").exists():
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
-        subprocess.run(["javac", "-nowarn", "-cp", classpath(), "-d", str(out), *map(str, sources)], check=True,
-                       capture_output=True, text=True)
+        subprocess.run(["javac", "-nowarn", "-cp", classpath(line=line), "-d", str(out), *map(str, sources)],
+                       check=True, capture_output=True, text=True)
         (out / ".done").write_text("")
     return out
 
 
 def run_client(program: str, *args: str, timeout_s: float = 120.0, serialize_type: str | None = None,
-               access_key: str | None = None, secret_key: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run one of our Java client programs (Produce, Consume, RouteLoad); `serialize_type="ROCKETMQ"`
-    makes the client send binary headers, as RocketMQ's benchmark tools do."""
+               access_key: str | None = None, secret_key: str | None = None,
+               line: str = DEFAULT_LINE) -> subprocess.CompletedProcess[str]:
+    """Run one of our Java client programs (Produce, Consume, RouteLoad) on `line`'s client;
+    `serialize_type="ROCKETMQ"` makes the client send binary headers, as RocketMQ's benchmark
+    tools do."""
     home = _home("rmq-client-")
     props = {"rocketmq.client.logRoot": str(home / "logs")}
     if serialize_type:
@@ -261,7 +304,7 @@ def run_client(program: str, *args: str, timeout_s: float = 120.0, serialize_typ
         env = {**os.environ, **({"RMQ_ACCESS_KEY": access_key, "RMQ_SECRET_KEY": secret_key}
                                 if access_key and secret_key else {})}
         return subprocess.run(java(program, *args, home=home, logback="rmq.client.logback.xml", heap="192m",
-                                   props=props, extra_cp=[compiled_programs()]),
+                                   props=props, extra_cp=[compiled_programs(line)], line=line),
                               capture_output=True, text=True, timeout=timeout_s, cwd=home, env=env)
     finally:
         shutil.rmtree(home, ignore_errors=True)

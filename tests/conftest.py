@@ -20,6 +20,23 @@ def figures():
     return _FIGURES.append
 
 
+def pytest_addoption(parser):
+    parser.addoption("--compat", action="store_true",
+                     help="also run the whole compatibility matrix (tests marked compat; ./run.sh compat) and, "
+                          "when it reached every cell, write docs/compatibility.md")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without --compat, the whole matrix's cells are left out (deselected, not skipped): the
+    default run keeps the mixed fleet's slice of it."""
+    if config.getoption("--compat"):
+        return
+    kept = [item for item in items if item.get_closest_marker("compat") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("compat")])
+        items[:] = kept
+
+
 def pytest_terminal_summary(terminalreporter):
     if _FIGURES:
         terminalreporter.section("measured figures")

@@ -111,6 +111,16 @@ class Pipeline:
         r = requests.request(method, self.url + path, json=body, headers=headers, timeout=timeout)
         return r.status_code, r.json()
 
+    def route(self, topic: str) -> tuple[int, dict[str, Any] | None]:
+        """GET_ROUTEINFO_BY_TOPIC over the remoting front, as a client asks: (code, route or None)."""
+        import json
+
+        from remoting import codes
+        from remoting.client import RemotingClient
+        with RemotingClient(self.remoting_addr) as c:
+            answer = c.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        return answer.code, json.loads(answer.body) if answer.code == codes.SUCCESS else None
+
     def wait_for(self, probe: Callable[[], Any], timeout: float = 60, what: str = "condition") -> Any:
         """Poll `probe` until it returns a truthy value; fail with `what` after `timeout` seconds."""
         deadline = time.monotonic() + timeout

@@ -44,14 +44,11 @@ def master(system, acting_master):
 
 
 def route_code(system: Pipeline, topic: str) -> int:
-    with RemotingClient(system.remoting_addr) as c:
-        return c.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}).code
+    return system.route(topic)[0]
 
 
 def route(system: Pipeline, topic: str) -> dict | None:
-    with RemotingClient(system.remoting_addr) as c:
-        answer = c.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-        return json.loads(answer.body) if answer.code == codes.SUCCESS else None
+    return system.route(topic)[1]
 
 
 @pytest.fixture(scope="module")
