@@ -133,6 +133,11 @@ class Config:
     remoting_broker_networks: str = setting(
         "NAMESRV_REMOTING_BROKER_NETWORKS", "127.0.0.0/8,::1/128",
         "CIDRs broker requests (register, unregister, heartbeat, data version) are accepted from")
+    remoting_unsigned_brokers: bool = setting(
+        "NAMESRV_REMOTING_UNSIGNED_BROKERS", False,
+        "with a key pair set, still accept broker requests that carry no signature at all from "
+        "NAMESRV_REMOTING_BROKER_NETWORKS: RocketMQ 4.9 brokers cannot sign their NameServer requests (a signed "
+        "request is always checked)")
     remoting_idle_timeout_ms: int = setting("NAMESRV_REMOTING_IDLE_TIMEOUT_MS", 120000,
                                             "a remoting connection silent this long is closed", positive=True)
     remoting_write_wait_ms: int = setting(

@@ -141,13 +141,16 @@ def _await(p: JavaProcess, port: int, banner: str, timeout_s: float) -> JavaProc
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not p.alive():
-            raise RuntimeError(f"{p.name} exited with {p.proc.returncode}:\n{p.log_text()[-3000:]}")
+            tail = p.log_text()[-3000:]
+            p.cleanup()
+            raise RuntimeError(f"{p.name} exited with {p.proc.returncode}:\n{tail}")
         if banner in p.log_text():
             wait_for_port(port, max(1.0, deadline - time.monotonic()))
             return p
         time.sleep(0.2)
-    p.kill()
-    raise TimeoutError(f"{p.name} did not start within {timeout_s:.0f} s:\n{p.log_text()[-3000:]}")
+    tail = p.log_text()[-3000:]
+    p.cleanup()
+    raise TimeoutError(f"{p.name} did not start within {timeout_s:.0f} s:\n{tail}")
 
 
 def _home(prefix: str) -> Path:
@@ -192,8 +195,22 @@ def start_broker(namesrv_addr: str, *, cluster: str = "DefaultCluster", broker_n
                  line: str = DEFAULT_LINE) -> JavaProcess:
     """A broker (BrokerStartup) of `line` with small stores; `extra` adds broker.conf properties
     (a line ignores those it does not know). With a key pair it signs its NameServer requests
-    (`innerClientAuthenticationCredentials`, 5.x)."""
-    port = port or broker_port()
+    (`innerClientAuthenticationCredentials`, 5.x). Without a `port`, free ports are picked, and
+    picked again if another process took one of the three before the broker bound it."""
+    for attempt in range(3):
+        try:
+            return _start_broker(namesrv_addr, cluster=cluster, broker_name=broker_name, broker_id=broker_id,
+                                 port=port or broker_port(), extra=extra, access_key=access_key,
+                                 secret_key=secret_key, timeout_s=timeout_s, line=line)
+        except RuntimeError as exc:
+            if port is not None or attempt == 2 or "Address already in use" not in str(exc):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_broker(namesrv_addr: str, *, cluster: str, broker_name: str, broker_id: int, port: int,
+                  extra: dict[str, str] | None, access_key: str | None, secret_key: str | None, timeout_s: float,
+                  line: str) -> JavaProcess:
     home = _home(f"rmq-{broker_name}-{broker_id}-")
     store = home / "store"
     props = {

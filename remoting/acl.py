@@ -1,5 +1,8 @@
 """RocketMQ's ACL request signature (AclClientRPCHook), checked on admin writes and broker codes.
 
+RocketMQ 4.9 brokers cannot sign their NameServer requests (their BrokerOuterAPI has no RPC hook);
+`broker_refusal` accepts them unsigned from the broker networks when the operator says so.
+
 The signer adds `AccessKey` to the extFields, concatenates the values of all extFields sorted
 by key (except `Signature`) as UTF-8, appends the body, and sends
 `Signature = Base64(HmacSHA1(secretKey, that))`. mqadmin (conf/tools.yml) and the broker
@@ -45,6 +48,20 @@ def check(ext: Mapping[str, str], body: bytes, access_key: str, secret_key: str)
         if hmac.compare_digest(signature(fields, body, secret_key).encode(), given_sig.encode()):
             return None
     return "the Signature does not match the request (check the secret key)"
+
+
+def broker_refusal(ext: Mapping[str, str], body: bytes, peer: str,
+                   networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network],
+                   keys: tuple[str, str] | None, *, unsigned_ok: bool) -> str | None:
+    """None if a broker request (register, unregister, heartbeat, data version) from `peer` is
+    accepted; else why not (the NO_PERMISSION remark). It must come from `networks`; with a key pair
+    it must be signed with it, unless `unsigned_ok` and it carries no signature at all (a signed
+    request is always checked)."""
+    if not in_networks(peer, networks):
+        return f"broker requests are not accepted from {peer} (NAMESRV_REMOTING_BROKER_NETWORKS)"
+    if keys is None or (unsigned_ok and ACCESS_KEY not in ext and SIGNATURE not in ext):
+        return None
+    return check(ext, body, *keys)
 
 
 def parse_networks(text: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:

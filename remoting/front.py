@@ -159,6 +159,7 @@ class Front:
         self._networks = acl.parse_networks(cfg.remoting_broker_networks)
         self._keys = (cfg.remoting_access_key, cfg.remoting_secret_key) \
             if cfg.remoting_access_key and cfg.remoting_secret_key else None
+        self._unsigned_brokers = cfg.remoting_unsigned_brokers
         self._closing = False
         self.idle_timeout_s = cfg.remoting_idle_timeout_ms / 1000
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -316,9 +317,8 @@ class Front:
 
     def _refused(self, conn: Connection, cmd: Command) -> str | None:
         if cmd.code in codes.BROKER_CODES:
-            if not acl.in_networks(conn.peer, self._networks):
-                return f"broker requests are not accepted from {conn.peer} (NAMESRV_REMOTING_BROKER_NETWORKS)"
-            return None if self._keys is None else acl.check(cmd.ext, cmd.body, *self._keys)
+            return acl.broker_refusal(cmd.ext, cmd.body, conn.peer, self._networks, self._keys,
+                                      unsigned_ok=self._unsigned_brokers)
         if cmd.code in codes.ADMIN_WRITES:
             if self._keys is None:
                 return ("admin writes over remoting are disabled: set NAMESRV_REMOTING_ACCESS_KEY and "

@@ -1,7 +1,8 @@
 """The compatibility matrix's system and RocketMQ software: one running system (job, HTTP and
-remoting front over Tansu) without a key pair, since 4.9 brokers do not sign their NameServer
-requests as 5.x ones can; brokers of each line started on first use; the outcomes of the run,
-written to docs/compatibility.md at the end of a `--compat` run that reached every cell."""
+remoting front over Tansu) with a key pair that mqadmin signs its writes with, and that accepts
+unsigned broker requests (NAMESRV_REMOTING_UNSIGNED_BROKERS: 4.9 brokers cannot sign); brokers of
+each line started on first use; the outcomes of the run, written to docs/compatibility.md at the
+end of a `--compat` run that reached every cell."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from ops import rocketmq_software as rmq
 from tests.compat import matrix
-from tests.harness import Pipeline
+from tests.harness import REMOTING_AK, REMOTING_SK, Pipeline
 
 TIMEOUT_MS = 20_000  # the system's default broker timeout (no line sends its own unless acting master)
 PERIOD_MS = 10_000  # the brokers' registerNameServerPeriod, RocketMQ's shortest
@@ -50,7 +51,10 @@ def outcomes(request) -> matrix.Outcomes:
 @pytest.fixture(scope="module")
 def compat_system(spark, kafka_bootstrap, tmp_path_factory) -> Iterator[Pipeline]:
     p = Pipeline(spark, kafka_bootstrap, tmp_path_factory.mktemp("compat"), broker_timeout_ms=TIMEOUT_MS)
-    p.start_job().start_http().start_remoting(NAMESRV_REMOTING_WRITE_WAIT_MS="8000")
+    p.start_job().start_http().start_remoting(NAMESRV_REMOTING_ACCESS_KEY=REMOTING_AK,
+                                              NAMESRV_REMOTING_SECRET_KEY=REMOTING_SK,
+                                              NAMESRV_REMOTING_UNSIGNED_BROKERS="true",
+                                              NAMESRV_REMOTING_WRITE_WAIT_MS="8000")
     p.wait_for(lambda: p.front.store.current.snapshot_id is not None, 90, "the first snapshot")
     yield p
     p.close()
@@ -79,12 +83,14 @@ def brokers(compat_system) -> Iterator[Callable[[str], rmq.JavaProcess]]:
 
 @pytest.fixture(scope="module")
 def admins(compat_system) -> Iterator[Callable[[str], rmq.AdminShell]]:
-    """`admins(line)`: the line's mqadmin, pointed at the system, started on first use."""
+    """`admins(line)`: the line's mqadmin, pointed at the system and signing (conf/tools.yml),
+    started on first use."""
     started: dict[str, rmq.AdminShell] = {}
 
     def get(line: str) -> rmq.AdminShell:
         if line not in started:
-            started[line] = rmq.AdminShell(compat_system.remoting_addr, line=line)
+            started[line] = rmq.AdminShell(compat_system.remoting_addr, access_key=REMOTING_AK,
+                                           secret_key=REMOTING_SK, line=line)
         return started[line]
 
     yield get

@@ -16,10 +16,12 @@ from pathlib import Path
 
 LINES = ("4.9", "5.3", "5.5")
 MIXED = ("4.9", "5.5")  # the mixed fleet: the oldest and the newest line in one cluster
+MIXED_COLUMN = " + ".join(MIXED)
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "compatibility.md"
 
-# section -> (rows, columns, what a column is); a row is one check, run once per column
+# section -> (rows, columns, a column's heading with {} for its releases); a row is one check, run
+# once per column
 BROKER_ROWS = ("registers: its topics and cluster are served",
                "re-registers every 10 s: lastUpdateTimestamp moves",
                "connection dropped (SIGKILL): its routes are gone within 5 s",
@@ -32,11 +34,11 @@ MIXED_ROWS = ("both brokers in one cluster, in every line's clusterList",
               "4.9 client: sends and receives through both brokers",
               "5.5 client: sends and receives through both brokers")
 SECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
-    "Brokers": (BROKER_ROWS, LINES, "broker"),
+    "Brokers": (BROKER_ROWS, LINES, "broker {}"),
     "Clients": (tuple(f"{line} producer and consumer, 1,000 messages" for line in LINES), LINES,
-                "broker the topic lives on"),
-    "mqadmin": (ADMIN_ROWS, LINES, "mqadmin"),
-    "Mixed fleet": (MIXED_ROWS, ("4.9 + 5.5",), "fleet"),
+                "through a {} broker"),
+    "mqadmin": (ADMIN_ROWS, LINES, "mqadmin {}"),
+    "Mixed fleet": (MIXED_ROWS, (MIXED_COLUMN,), "brokers {}"),
 }
 
 
@@ -106,8 +108,8 @@ def render(outcomes: Outcomes, versions: dict[str, str], *, when: str, command: 
         "seen within a test; with the defaults (120 s, 30 s) it is the same rule.",
         "",
     ]
-    for section, (rows, columns, what) in SECTIONS.items():
-        heads = [f"{what} {versions.get(c, c)}" if c in versions else c for c in columns]
+    for section, (rows, columns, heading) in SECTIONS.items():
+        heads = [heading.format(" + ".join(versions[line] for line in c.split(" + "))) for c in columns]
         out += [f"## {section}", "", "| check | " + " | ".join(heads) + " |",
                 "|---|" + "---|" * len(columns)]
         for row in rows:

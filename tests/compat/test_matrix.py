@@ -22,7 +22,7 @@ from remoting import codes
 from remoting.bodies import loads_lenient
 from remoting.client import RemotingClient
 from tests.compat.conftest import CLUSTER, PERIOD_MS, TIMEOUT_MS, broker_conf
-from tests.compat.matrix import ADMIN_ROWS, BROKER_ROWS, LINES, MIXED, MIXED_ROWS
+from tests.compat.matrix import ADMIN_ROWS, BROKER_ROWS, LINES, MIXED, MIXED_COLUMN, MIXED_ROWS
 from tests.harness import Pipeline
 
 pytestmark = pytest.mark.integration
@@ -60,7 +60,7 @@ def _create_topic(system: Pipeline, admin: rmq.AdminShell, broker: rmq.JavaProce
 
 def test_a_mixed_fleet_of_4_9_and_5_5_brokers_is_served_to_both_lines(compat_system, brokers, admins, outcomes,
                                                                     figures):
-    system, column = compat_system, "4.9 + 5.5"
+    system, column = compat_system, MIXED_COLUMN
     with ThreadPoolExecutor(2) as pool:
         fleet = dict(zip(MIXED, pool.map(brokers, MIXED), strict=True))
     names = {f"broker-{line}" for line in MIXED}

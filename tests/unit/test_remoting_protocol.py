@@ -128,6 +128,20 @@ def test_broker_networks():
         acl.parse_networks("10.0.0.0/8,nonsense")
 
 
+def test_unsigned_brokers_are_accepted_only_when_allowed_and_a_signed_request_is_always_checked():
+    nets, keys, ext = acl.parse_networks("127.0.0.0/8"), ("ak", "sk"), {"brokerName": "b", "brokerId": "0"}
+    signed, forged = acl.sign(ext, b"body", "ak", "sk"), acl.sign(ext, b"body", "ak", "wrong")
+
+    def refusal(fields, peer="127.0.0.1", *, keys=keys, unsigned_ok=False):
+        return acl.broker_refusal(fields, b"body", peer, nets, keys, unsigned_ok=unsigned_ok)
+    assert refusal(ext, keys=None) is None and refusal(signed) is None
+    assert "must be signed" in (refusal(ext) or "")  # a 4.9 broker, by default
+    assert refusal(ext, unsigned_ok=True) is None  # ... and with NAMESRV_REMOTING_UNSIGNED_BROKERS
+    assert "does not match" in (refusal(forged, unsigned_ok=True) or "")
+    assert "must be signed" in (refusal({**ext, "AccessKey": "ak"}, unsigned_ok=True) or "")  # half a signature
+    assert "NAMESRV_REMOTING_BROKER_NETWORKS" in (refusal(ext, "10.0.0.1", keys=None, unsigned_ok=True) or "")
+
+
 def test_remoting_settings_are_checked_by_variable():
     from conf import load_config
     from remoting.__main__ import configuration_problem
