@@ -17,9 +17,6 @@ from ops import rocketmq_software as rmq
 from tests.compat import matrix
 from tests.harness import REMOTING_AK, REMOTING_SK, Pipeline
 
-TIMEOUT_MS = 20_000  # the system's default broker timeout (no line sends its own unless acting master)
-PERIOD_MS = 10_000  # the brokers' registerNameServerPeriod, RocketMQ's shortest
-CLUSTER = "CompatCluster"
 _OUTCOMES = pytest.StashKey[matrix.Outcomes]()
 _STARTED = pytest.StashKey[float]()
 
@@ -50,7 +47,7 @@ def outcomes(request) -> matrix.Outcomes:
 
 @pytest.fixture(scope="module")
 def compat_system(spark, kafka_bootstrap, tmp_path_factory) -> Iterator[Pipeline]:
-    p = Pipeline(spark, kafka_bootstrap, tmp_path_factory.mktemp("compat"), broker_timeout_ms=TIMEOUT_MS)
+    p = Pipeline(spark, kafka_bootstrap, tmp_path_factory.mktemp("compat"), broker_timeout_ms=matrix.TIMEOUT_MS)
     p.start_job().start_http().start_remoting(NAMESRV_REMOTING_ACCESS_KEY=REMOTING_AK,
                                               NAMESRV_REMOTING_SECRET_KEY=REMOTING_SK,
                                               NAMESRV_REMOTING_UNSIGNED_BROKERS="true",
@@ -58,10 +55,6 @@ def compat_system(spark, kafka_bootstrap, tmp_path_factory) -> Iterator[Pipeline
     p.wait_for(lambda: p.front.store.current.snapshot_id is not None, 90, "the first snapshot")
     yield p
     p.close()
-
-
-def broker_conf() -> dict[str, str]:
-    return {"registerNameServerPeriod": str(PERIOD_MS)}
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +65,8 @@ def brokers(compat_system) -> Iterator[Callable[[str], rmq.JavaProcess]]:
 
     def get(line: str) -> rmq.JavaProcess:
         if line not in started:
-            started[line] = rmq.start_broker(compat_system.remoting_addr, cluster=CLUSTER,
-                                             broker_name=f"broker-{line}", extra=broker_conf(), line=line)
+            started[line] = rmq.start_broker(compat_system.remoting_addr, cluster=matrix.CLUSTER,
+                                             broker_name=f"broker-{line}", extra=matrix.BROKER_CONF, line=line)
         return started[line]
 
     yield get

@@ -17,6 +17,11 @@ from pathlib import Path
 LINES = ("4.9", "5.3", "5.5")
 MIXED = ("4.9", "5.5")  # the mixed fleet: the oldest and the newest line in one cluster
 MIXED_COLUMN = " + ".join(MIXED)
+# The matrix's system and brokers: a silent broker's expiry is seen within a test
+TIMEOUT_MS = 20_000  # the system's default broker timeout (no line sends its own unless acting master)
+PERIOD_MS = 10_000  # the brokers' registerNameServerPeriod, RocketMQ's shortest
+CLUSTER = "CompatCluster"
+BROKER_CONF = {"registerNameServerPeriod": str(PERIOD_MS)}
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "compatibility.md"
 
@@ -103,8 +108,8 @@ def render(outcomes: Outcomes, versions: dict[str, str], *, when: str, command: 
         "",
         "Releases: " + ", ".join(f"{line} = {versions[line]}" for line in LINES) + ".",
         "",
-        "The system runs with `NAMESRV_BROKER_TIMEOUT_MS=20000` and the brokers with "
-        "`registerNameServerPeriod=10000` (RocketMQ's shortest), so that a silent broker's expiry is "
+        f"The system runs with `NAMESRV_BROKER_TIMEOUT_MS={TIMEOUT_MS}` and the brokers with "
+        f"`registerNameServerPeriod={PERIOD_MS}` (RocketMQ's shortest), so that a silent broker's expiry is "
         "seen within a test; with the defaults (120 s, 30 s) it is the same rule.",
         "",
     ]

@@ -21,8 +21,18 @@ from ops import rocketmq_software as rmq
 from remoting import codes
 from remoting.bodies import loads_lenient
 from remoting.client import RemotingClient
-from tests.compat.conftest import CLUSTER, PERIOD_MS, TIMEOUT_MS, broker_conf
-from tests.compat.matrix import ADMIN_ROWS, BROKER_ROWS, LINES, MIXED, MIXED_COLUMN, MIXED_ROWS
+from tests.compat.matrix import (
+    ADMIN_ROWS,
+    BROKER_CONF,
+    BROKER_ROWS,
+    CLUSTER,
+    LINES,
+    MIXED,
+    MIXED_COLUMN,
+    MIXED_ROWS,
+    PERIOD_MS,
+    TIMEOUT_MS,
+)
 from tests.harness import Pipeline
 
 pytestmark = pytest.mark.integration
@@ -124,7 +134,7 @@ def test_a_broker_registers_re_registers_drops_and_expires(line, compat_system, 
         notes.append(f"moved by {(later['lastUpdateTimestamp'] - first) / 1000:.1f} s")
     with ThreadPoolExecutor(2) as pool:
         victims = list(pool.map(lambda name: rmq.start_broker(system.remoting_addr, cluster=CLUSTER, broker_name=name,
-                                                              extra=broker_conf(), line=line),
+                                                              extra=BROKER_CONF, line=line),
                                 (f"kill-{line}", f"mute-{line}")))
     try:
         killed, muted = victims
