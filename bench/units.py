@@ -182,14 +182,15 @@ def floors(raw: dict[str, Any]) -> list[str]:
                    "into `broker_live` columnar, the step called only at a group's timeout (docs/scaling.md).")
     fresh = raw.get("freshness")
     if fresh:
-        out.append(f"- **Freshness** (p50 {fresh['p50_s']:.2f} s): a registration waits for the next trigger "
-                   "(500 ms: 250 ms on average), then one Spark micro-batch: a one-record batch takes 0.5–0.8 s "
-                   "here (Spark's progress `durationMs`: addBatch 420–600 ms — the Python source's read, the "
-                   "shuffle, the Python stateful stage, the sink's 30–50 ms of delta-rs commits — plus 40–60 ms "
-                   "each for the offset log and the commit log, 20–60 ms planning), then the server's refresh "
-                   "(every 200 ms: 100 ms on average). A 100 ms trigger measured p50 0.93 s at 5 points more idle "
-                   "CPU. The floor is Spark's micro-batch with Python stages; a route answered at once needs the "
-                   "front to answer from its own state before the batch, as RocketMQ's NameServer does.")
+        out.append(f"- **Freshness** (p50 {fresh['p50_s']:.2f} s): a registration is admitted as soon as it "
+                   "arrives, or as soon as the batch in flight ends (the source's wait; a few ms in the "
+                   "registration timeline above), then it is one Spark micro-batch: planning, the Python source's "
+                   "read, the shuffle and the Python stateful stage, the state store's commit, the sink's delta-rs "
+                   "commits (side by side), the offset and commit logs; then the serving side's refresh, woken by "
+                   "the progress record. The timeline gives each phase on this host (docs/latency.md: where the "
+                   "time went, run by run). The floor is Spark's micro-batch with Python stages; a route answered "
+                   "at once needs the front to answer from its own state before the batch, as RocketMQ's "
+                   "NameServer does.")
     cold, warm = raw.get("restart"), raw.get("restart_standby")
     if cold and cold["max_s"] > 8:
         out.append(f"- **Restart** (p50 {cold['p50_s']:.1f} s after a SIGKILL): the launcher restarts the job at "
