@@ -177,6 +177,7 @@ def start_namesrv(port: int | None = None, *, timeout_s: float = 60.0, heap: str
                                         "-Dio.netty.allocator.numDirectArenas=1"] if direct_memory else []),
                                      *(["-XX:TieredStopAtLevel=4"] if full_jit else [])], line=line), home)
     p.addr = f"127.0.0.1:{port}"
+    p.extra = {"line": line, "version": version(line)}
     return _await(p, port, "The Name Server boot success", timeout_s)
 
 
