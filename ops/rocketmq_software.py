@@ -42,9 +42,8 @@ _SMALL = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k"]
 # Release line -> the JVM dependency set holding its jars (the version is the set's pom's).
 LINES = {"4.9": "rocketmq-4.9", "5.3": "rocketmq", "5.5": "rocketmq-5.5"}
 DEFAULT_LINE = "5.3"  # the release docs/semantics.md and the remoting front are written against
-# 4.9's logback file per role (conf/logback_<role>.xml under its home); 5.x names it by property
-_LOGBACK_49 = {"rmq.namesrv.logback.xml": "namesrv", "rmq.broker.logback.xml": "broker",
-               "rmq.tools.logback.xml": "tools", "rmq.client.logback.xml": "client"}
+# 4.9 reads conf/logback_<role>.xml under its home, the role being the one 5.x's
+# `rmq.<role>.logback.xml` names
 _LOGBACK_XML = """<configuration>
   <appender name="FILE" class="ch.qos.logback.core.FileAppender">
     <file>${user.home}/logs/rocketmqlogs/%s.log</file>
@@ -76,7 +75,7 @@ def java(main: str, *args: str, home: Path, logback: str, heap: str = "128m", pr
     """The java command line for one of RocketMQ's entry points (or a program of ours)."""
     flags = [f"-D{k}={v}" for k, v in (props or {}).items()]
     if line == "4.9":
-        role = _LOGBACK_49[logback]
+        role = logback.split(".")[1]
         (home / "conf").mkdir(exist_ok=True)
         (home / "conf" / f"logback_{role}.xml").write_text(_LOGBACK_XML % role)
     return ["java", f"-Xmx{heap}", "-Xms32m", *_SMALL, *_OPENS, *(opts or []), f"-Duser.home={home}",
@@ -177,7 +176,7 @@ def start_namesrv(port: int | None = None, *, timeout_s: float = 60.0, heap: str
                                         "-Dio.netty.allocator.numDirectArenas=1"] if direct_memory else []),
                                      *(["-XX:TieredStopAtLevel=4"] if full_jit else [])], line=line), home)
     p.addr = f"127.0.0.1:{port}"
-    p.extra = {"line": line, "version": version(line)}
+    p.extra = {"line": line}
     return _await(p, port, "The Name Server boot success", timeout_s)
 
 
@@ -270,10 +269,10 @@ class AdminShell:
         self.proc.stdin.flush()
         lines: list[str] = []
         for line in self.proc.stdout:
-            if line.rstrip("\n").endswith("@@END@@"):  # 4.9's updateTopic ends its output without a newline
-                lines.append(line.rstrip("\n")[:-len("@@END@@")])
+            head, end, _ = line.partition("@@END@@")  # 4.9's updateTopic ends its output without a newline
+            lines.append(head)
+            if end:
                 return "".join(lines)
-            lines.append(line)
         raise RuntimeError(f"mqadmin shell exited ({self.proc.poll()}): {''.join(lines)[-2000:]}")
 
     def close(self) -> None:

@@ -112,11 +112,7 @@ def spark(tmp_path_factory):
 def remoting_system(spark, kafka_bootstrap, tmp_path_factory):
     """One running system with the remoting front (job, HTTP, front; a remoting key pair set),
     shared by the remoting tests and the tests with RocketMQ's own software."""
-    from tests.harness import REMOTING_AK, REMOTING_SK, Pipeline
-    p = Pipeline(spark, kafka_bootstrap, tmp_path_factory.mktemp("remoting"))
-    p.start_job().start_http().start_remoting(NAMESRV_REMOTING_ACCESS_KEY=REMOTING_AK,
-                                              NAMESRV_REMOTING_SECRET_KEY=REMOTING_SK,
-                                              NAMESRV_REMOTING_WRITE_WAIT_MS="8000")
-    p.wait_for(lambda: p.front.store.current.snapshot_id is not None, 90, "the first snapshot")
+    from tests.harness import Pipeline
+    p = Pipeline(spark, kafka_bootstrap, tmp_path_factory.mktemp("remoting")).start_signed_system()
     yield p
     p.close()

@@ -82,6 +82,15 @@ class Pipeline:
         self.front, self.remoting_addr = self._front_thread.front, self._front_thread.addr
         return self
 
+    def start_signed_system(self, **remoting_env: str) -> Pipeline:
+        """Job, HTTP and the remoting front with the tests' key pair (`REMOTING_AK`/`REMOTING_SK`),
+        writes answered within 8 s; returns once the first cut is served. `remoting_env` adds settings."""
+        self.start_job().start_http().start_remoting(
+            NAMESRV_REMOTING_ACCESS_KEY=REMOTING_AK, NAMESRV_REMOTING_SECRET_KEY=REMOTING_SK,
+            NAMESRV_REMOTING_WRITE_WAIT_MS="8000", **remoting_env)
+        self.wait_for(lambda: self.front.store.current.snapshot_id is not None, 90, "the first snapshot")
+        return self
+
     def stop_remoting(self) -> None:
         if getattr(self, "front", None) is not None:
             self._front_thread.stop()

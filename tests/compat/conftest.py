@@ -48,12 +48,7 @@ def outcomes(request) -> matrix.Outcomes:
 @pytest.fixture(scope="module")
 def compat_system(spark, kafka_bootstrap, tmp_path_factory) -> Iterator[Pipeline]:
     p = Pipeline(spark, kafka_bootstrap, tmp_path_factory.mktemp("compat"), broker_timeout_ms=matrix.TIMEOUT_MS)
-    p.start_job().start_http().start_remoting(NAMESRV_REMOTING_ACCESS_KEY=REMOTING_AK,
-                                              NAMESRV_REMOTING_SECRET_KEY=REMOTING_SK,
-                                              NAMESRV_REMOTING_UNSIGNED_BROKERS="true",
-                                              NAMESRV_REMOTING_WRITE_WAIT_MS="8000")
-    p.wait_for(lambda: p.front.store.current.snapshot_id is not None, 90, "the first snapshot")
-    yield p
+    yield p.start_signed_system(NAMESRV_REMOTING_UNSIGNED_BROKERS="true")
     p.close()
 
 

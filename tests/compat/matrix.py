@@ -47,9 +47,8 @@ SECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
 }
 
 
-def cells() -> list[tuple[str, str, str]]:
-    return [(section, row, column) for section, (rows, columns, _) in SECTIONS.items()
-            for row in rows for column in columns]
+CELLS = tuple((section, row, column) for section, (rows, columns, _) in SECTIONS.items()
+              for row in rows for column in columns)
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,7 @@ class Outcomes:
         """Run one cell: append notes to the list yielded (a difference and why it is fine, or a
         figure); an exception marks the cell failed and goes on."""
         key = (section, row, column)
-        if key not in set(cells()):
+        if key not in CELLS:
             raise KeyError(f"no such cell in tests/compat/matrix.py: {key}")
         notes: list[str] = []
         try:
@@ -85,7 +84,7 @@ class Outcomes:
         self.results[key] = Outcome("ok", "; ".join(notes))
 
     def missing(self) -> list[tuple[str, str, str]]:
-        return [key for key in cells() if key not in self.results]
+        return [key for key in CELLS if key not in self.results]
 
 
 def render(outcomes: Outcomes, versions: dict[str, str], *, when: str, command: str, seconds: float) -> str:

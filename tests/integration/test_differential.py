@@ -28,25 +28,22 @@ SIGNED = {"access_key": REMOTING_AK, "secret_key": REMOTING_SK}
 _names = itertools.count(int(os.environ.get("NAMESRV_DIFF_FIRST", "1")))
 
 
-def _namesrv(line: str):
+@pytest.fixture(scope="module")
+def java_namesrvs():
+    """`java_namesrvs(line)`: RocketMQ's NameServer of that line, started on first use, one per line."""
     if shutil.which("java") is None:
         pytest.skip("Java 17+ is not on PATH: RocketMQ's NameServer cannot start")
     from ops import rocketmq_software as rmq
-    return rmq.start_namesrv(line=line)
+    started: dict[str, rmq.JavaProcess] = {}
 
+    def get(line: str) -> rmq.JavaProcess:
+        if line not in started:
+            started[line] = rmq.start_namesrv(line=line)
+        return started[line]
 
-@pytest.fixture(scope="module")
-def java_namesrv():
-    p = _namesrv("5.3")
-    yield p
-    p.cleanup()
-
-
-@pytest.fixture(scope="module", params=["5.3", "5.5"])
-def each_java_namesrv(request):
-    p = _namesrv(request.param)
-    yield p
-    p.cleanup()
+    yield get
+    for p in started.values():
+        p.cleanup()
 
 
 @pytest.fixture(scope="module")
@@ -73,19 +70,21 @@ def _run(java_addr: str, ours: Side, examples: int, max_steps: int, outcome: Out
     sequence()
 
 
-def test_rocketmq_and_ours_answer_alike(each_java_namesrv, ours_in_memory, figures):
+@pytest.mark.parametrize("line", ["5.3", "5.5"])
+def test_rocketmq_and_ours_answer_alike(line, java_namesrvs, ours_in_memory, figures):
+    from ops.rocketmq_software import version
     outcome = Outcome()
-    _run(each_java_namesrv.addr, Side("ours", ours_in_memory.addr, SIGNED), SEQUENCES, 20, outcome)
-    figures(f"differential vs RocketMQ {each_java_namesrv.extra['version']} (in-memory pipeline): {outcome.sequences} "
+    _run(java_namesrvs(line).addr, Side("ours", ours_in_memory.addr, SIGNED), SEQUENCES, 20, outcome)
+    figures(f"differential vs RocketMQ {version(line)} (in-memory pipeline): {outcome.sequences} "
             f"sequences, {outcome.steps} steps, {outcome.reads} reads compared on each side; {outcome.guarded} ended "
             "by the single-topic guard")
     assert outcome.sequences >= SEQUENCES and outcome.steps >= 10 * SEQUENCES
 
 
-def test_rocketmq_and_the_running_system_answer_alike(java_namesrv, remoting_system, figures):
+def test_rocketmq_and_the_running_system_answer_alike(java_namesrvs, remoting_system, figures):
     outcome = Outcome()
     ours = Side("ours (running system)", remoting_system.remoting_addr, SIGNED)
-    _run(java_namesrv.addr, ours, 3, 8, outcome, shared_server=True, settle_s=15.0,
+    _run(java_namesrvs("5.3").addr, ours, 3, 8, outcome, shared_server=True, settle_s=15.0,
          async_kinds=frozenset(k.removesuffix("_own") for k in STEPS))
     figures(f"differential (running system): {outcome.sequences} sequences, {outcome.steps} steps")
     assert outcome.steps >= 10

@@ -32,7 +32,7 @@ def test_the_page_was_generated_for_the_declared_releases_and_cells():
     assert declared.group(1) == ", ".join(f"{line} = {rmq.version(line)}" for line in matrix.LINES), (
         "docs/compatibility.md is stale (the poms name other releases): run ./run.sh compat")
     tables = _tables(page)
-    for section, row in dict.fromkeys((section, row) for section, row, _ in matrix.cells()):
+    for section, row in dict.fromkeys((section, row) for section, row, _ in matrix.CELLS):
         columns = matrix.SECTIONS[section][1]
         assert row in tables.get(section, {}), f"{section}: {row!r} is not on the page: run ./run.sh compat"
         assert len(tables[section][row]) == len(columns), (section, row)
