@@ -6,7 +6,7 @@
 #   ./run.sh compat [args]   the whole compatibility matrix (RocketMQ 4.9, 5.3, 5.5); writes docs/compatibility.md
 #   ./run.sh admin ...       the admin CLI (mqadmin's NameServer commands + time travel; ./run.sh admin --help)
 #   ./run.sh simulate ...    publish a simulated broker fleet (--brokers N --topics M [--slaves K] [--period S])
-#   ./run.sh soak [--minutes N] [--catch-up] [--differential SEQ] [--kills K]  long runs (fleet, catch-up, oracle, crashes)
+#   ./run.sh soak [--minutes N] [--catch-up] [--differential SEQ] [--malformed N] [--kills K]  long runs
 #   ./run.sh bench [--quick]     benchmark suite (needs Debian's wrk, etcd-server, etcd-client); writes BENCHMARKS.md
 #   ./run.sh setup           only create/refresh the virtualenv
 set -euo pipefail

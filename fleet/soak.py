@@ -103,32 +103,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--catch-up", action="store_true",
                     help="afterwards, stop the job for 3 minutes under a 1,000-broker fleet (120 s timeout) and check "
                          "that catching up expires nobody")
+    ap.add_argument("--malformed", type=int, default=0, metavar="REQUESTS",
+                    help="afterwards, send this many generated malformed requests to RocketMQ's own NameServer and to "
+                         "ours and compare what each does (e.g. 5000; a fresh seed each run, printed)")
     args = ap.parse_args(argv)
-    stages = [name for name, on in (("fleet", args.minutes > 0), ("catch-up", args.catch_up),
-                                     ("differential", args.differential), ("crash safety", args.kills)) if on]
+    seed = random.randrange(2**32)
+    # stage -> (title, its pytest arguments, its environment); the fleet runs here, the others in pytest
+    later = {
+        "catch-up": ("catch-up after a 3-minute outage, 1,000 brokers", ["tests/integration/test_catch_up.py"],
+                     {"NAMESRV_CATCHUP_BROKERS": "1000", "NAMESRV_CATCHUP_TIMEOUT_MS": "120000",
+                      "NAMESRV_CATCHUP_OUTAGE_S": "180"}) if args.catch_up else None,
+        "differential": (f"differential test against RocketMQ's NameServer, {args.differential} sequences",
+                         ["-k", "ours_answer", "tests/integration/test_differential.py"],
+                         {"NAMESRV_DIFF_SEQUENCES": str(args.differential)}) if args.differential else None,
+        "malformed": (f"malformed requests against RocketMQ's NameServer, {args.malformed} requests, seed {seed}",
+                      ["tests/integration/test_malformed_differential.py"],
+                      {"NAMESRV_MALFORMED_EXAMPLES": str(args.malformed), "NAMESRV_MALFORMED_SEED": str(seed)})
+        if args.malformed else None,
+        "crash safety": (f"crash safety with {args.kills} kills", ["tests/integration/test_crash_safety.py"],
+                         {"NAMESRV_CRASH_KILLS": str(args.kills)}) if args.kills else None,
+    }
+    stages = (["fleet"] if args.minutes > 0 else []) + [name for name, stage in later.items() if stage]
     print(f"soak: {len(stages)} stage(s): {', '.join(stages) or 'none'}", flush=True)
     ok = soak(args) if args.minutes > 0 else True
-    if args.catch_up:
-        print(f"\n[stage {stages.index('catch-up') + 1}/{len(stages)}] catch-up after a 3-minute outage, 1,000 brokers:",
-              flush=True)
-        env = {**os.environ, "NAMESRV_CATCHUP_BROKERS": "1000", "NAMESRV_CATCHUP_TIMEOUT_MS": "120000",
-               "NAMESRV_CATCHUP_OUTAGE_S": "180"}
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               "tests/integration/test_catch_up.py"], cwd=ROOT, env=env)
-        ok = ok and done.returncode == 0
-    if args.differential:
-        print(f"\n[stage {stages.index('differential') + 1}/{len(stages)}] differential test against RocketMQ's "
-              f"NameServer, {args.differential} sequences:", flush=True)
-        env = {**os.environ, "NAMESRV_DIFF_SEQUENCES": str(args.differential)}
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "ours_answer",
-                               "tests/integration/test_differential.py"], cwd=ROOT, env=env)
-        ok = ok and done.returncode == 0
-    if args.kills:
-        print(f"\n[stage {stages.index('crash safety') + 1}/{len(stages)}] crash safety with {args.kills} kills:",
-              flush=True)
-        env = {**os.environ, "NAMESRV_CRASH_KILLS": str(args.kills)}
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               "tests/integration/test_crash_safety.py"], cwd=ROOT, env=env)
+    for name, stage in later.items():
+        if stage is None:
+            continue
+        title, pytest_args, env = stage
+        print(f"\n[stage {stages.index(name) + 1}/{len(stages)}] {title}:", flush=True)
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args],
+                              cwd=ROOT, env={**os.environ, **env})
         ok = ok and done.returncode == 0
     return 0 if ok else 1
 

@@ -149,14 +149,20 @@ def _data_version(raw: Any) -> dict[str, int]:
 
 
 def data_version_or_none(body: bytes) -> dict[str, int] | None:
-    """QUERY_DATA_VERSION's DataVersion body; absent or unreadable reads as "changed" (None)."""
+    """QUERY_DATA_VERSION's DataVersion body; absent (or JSON null) reads as "changed" (None).
+    A body that is not a DataVersion object is a BodyError: RocketMQ's decode throws, it answers
+    SYSTEM_ERROR and the broker's liveness is not refreshed."""
     if not body:
         return None
     try:
         raw = loads_lenient(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise BodyError(f"DataVersion does not parse: {exc}"[:200]) from None
+    if raw is None:
         return None
-    return _data_version(raw) if isinstance(raw, dict) else None
+    if not isinstance(raw, dict):
+        raise BodyError("DataVersion must be a JSON object")
+    return _data_version(raw)
 
 
 def queue_datas(body: bytes) -> list[dict[str, Any]]:
@@ -165,7 +171,9 @@ def queue_datas(body: bytes) -> list[dict[str, Any]]:
         raw = loads_lenient(body) if body else {}
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise BodyError(f"TopicRouteData does not parse: {exc}"[:200]) from None
-    qds = raw.get("queueDatas") if isinstance(raw, dict) else None
+    if raw is not None and not isinstance(raw, dict):
+        raise BodyError("TopicRouteData must be a JSON object")
+    qds = raw.get("queueDatas") if raw is not None else None
     if qds is None:
         return []
     if not isinstance(qds, list) or not all(isinstance(q, dict) for q in qds):

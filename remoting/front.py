@@ -175,7 +175,7 @@ class Front:
         self._writes: dict[int, Callable[[Connection, Command], Awaitable[Reply]]] = {
             codes.REGISTER_BROKER: self._register, codes.UNREGISTER_BROKER: self._unregister,
             codes.PUT_KV_CONFIG: lambda c, cmd: self._admin([requests.put_kv(cmd.ext)]),
-            codes.DELETE_KV_CONFIG: lambda c, cmd: self._admin([requests.delete_kv(cmd.ext)]),
+            codes.DELETE_KV_CONFIG: lambda c, cmd: self._admin(requests.delete_kv(cmd.ext)),
             codes.WIPE_WRITE_PERM_OF_BROKER: lambda c, cmd: self._write_perm(cmd, wipe=True),
             codes.ADD_WRITE_PERM_OF_BROKER: lambda c, cmd: self._write_perm(cmd, wipe=False),
             codes.DELETE_TOPIC_IN_NAMESRV: lambda c, cmd: self._with_snapshot(lambda s: requests.delete_topic(s, cmd.ext)),
@@ -345,12 +345,14 @@ class Front:
         """904 and 322 (one-way or not) refresh liveness: the newest per broker is forwarded once per window."""
         try:
             event = requests.heartbeat(cmd, _now_ms())
-        except InvalidInput as exc:
+            # 322's body is decoded before liveness is refreshed, as in RocketMQ
+            asked = bodies.data_version_or_none(cmd.body) if cmd.code == codes.QUERY_DATA_VERSION else None
+        except (InvalidInput, bodies.BodyError) as exc:
             return error(codes.SYSTEM_ERROR, str(exc))
         self._heartbeats[(event["clusterName"], event["brokerAddr"])] = event
         if cmd.code == codes.BROKER_HEARTBEAT:
             return ok()
-        return replies.data_version(self.store.current, cmd.ext, bodies.data_version_or_none(cmd.body))
+        return replies.data_version(self.store.current, cmd.ext, asked)
 
     async def _flush_heartbeats(self) -> None:
         while True:

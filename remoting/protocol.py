@@ -10,7 +10,10 @@ connection, as RocketMQ's NettyDecoder does.
 
 from __future__ import annotations
 
+import decimal
 import json
+import math
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +25,9 @@ RESPONSE_FLAG, ONEWAY_FLAG = 1, 2
 V3_0_11, V4_9_4, V5_0_0, V5_3_3 = 37, 401, 413, 479
 LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS",
              "RUST", "NODE_JS")
+
+
+_DECIMAL = re.compile(r"-?[0-9]+")
 
 
 class FrameError(ValueError):
@@ -98,37 +104,60 @@ def _decode_json(header: bytes) -> Command:
         raise FrameError("extFields is not an object")
     remark = raw.get("remark")
     language = raw.get("language", "JAVA")
-    return Command(code=_int(raw.get("code"), "code", required=True), opaque=_int(raw.get("opaque"), "opaque"),
+    return Command(code=_int(raw.get("code"), "code"), opaque=_int(raw.get("opaque"), "opaque"),
                    flag=_int(raw.get("flag"), "flag"), ext=_ext_strings(ext or {}),
                    version=_int(raw.get("version"), "version"),
                    language=language if isinstance(language, str) else "OTHER",
                    remark=remark if isinstance(remark, str) else None)
 
 
-def _int(value: Any, name: str, *, required: bool = False) -> int:
-    if value is None and not required:
+def _int(value: Any, name: str) -> int:
+    """An int field of RemotingCommand as fastjson reads it: absent is 0 (Java's default), a
+    fraction is cut (322.5 is 322), decimal text is its number; anything else fails the frame."""
+    if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int) or not -2**31 <= value < 2**31:
+    if isinstance(value, bool):  # fastjson2 reads true as 1
+        return int(value)
+    if (isinstance(value, float) and math.isfinite(value)) or (isinstance(value, str) and _DECIMAL.fullmatch(value)):
+        value = int(value)
+    if not isinstance(value, int) or not -2**31 <= value < 2**31:
         raise FrameError(f"header field {name} must be a 32-bit integer, not {value!r}"[:200])
     return value
 
 
 def _ext_strings(ext: dict[str, Any]) -> dict[str, str]:
-    """extFields as Java sees them, a Map<String,String>: numbers and booleans become their text
-    (fastjson does that), nulls are dropped, nested values become their JSON text."""
+    """extFields as Java sees them, a Map<String,String>, converted as fastjson2 does (seen on
+    the wire from 5.5.0): numbers and booleans become their text, nulls are dropped, a
+    one-element array of a string or null is that element, other arrays and objects their
+    compact JSON text."""
     out: dict[str, str] = {}
     for key, value in ext.items():
+        if isinstance(value, list) and len(value) == 1 and (value[0] is None or isinstance(value[0], str)):
+            value = value[0]
         if value is None:
             continue
         if isinstance(value, bool):
             out[key] = "true" if value else "false"
         elif isinstance(value, str):
             out[key] = value
-        elif isinstance(value, (int, float)):
+        elif isinstance(value, float):
+            out[key] = _java_double(value)
+        elif isinstance(value, int):
             out[key] = str(value)
         else:
-            out[key] = json.dumps(value, separators=(",", ":"))
+            out[key] = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     return out
+
+
+def _java_double(x: float) -> str:
+    """Double.toString's text (fastjson2 writes a JSON fraction into a String this way)."""
+    if x == 0 or not math.isfinite(x):
+        return "0.0" if x == 0 else str(x)
+    if 1e-3 <= abs(x) < 1e7:
+        return repr(x)
+    d = decimal.Decimal(repr(x))  # the shortest digits that read back as x, as Java's
+    digits = "".join(map(str, d.as_tuple().digits)).rstrip("0") or "0"
+    return f"{'-' if x < 0 else ''}{digits[0]}.{digits[1:] or '0'}E{d.adjusted()}"
 
 
 def _decode_rocketmq(header: bytes) -> Command:

@@ -103,7 +103,7 @@ def kv_namespace(snap: Snapshot, ext: Mapping[str, str]) -> Reply:
 
 def member_group(snap: Snapshot, ext: Mapping[str, str]) -> Reply:
     """901. RocketMQ sets the code but never clears createResponseCommand's placeholder remark."""
-    body = route_reads.member_group(snap, ext.get("clusterName") or "", ext.get("brokerName") or "")
+    body = route_reads.member_group(snap, ext.get("clusterName"), ext.get("brokerName"))
     return Reply(codes.SUCCESS, remark=codes.NOT_SET_REMARK, body=route_reads.encode_body(body))
 
 

@@ -71,7 +71,11 @@ def registration(cmd: Command, now_ms: int, *, validate: bool = True) -> dict[st
     CRC (0 or absent: not checked, as in RocketMQ) or does not decode. `validate` False: the
     same request (`fingerprint`) was accepted before; the contract's parser is not run again."""
     ext = cmd.ext
+    if cmd.version < 0:  # RocketMQ looks the version up in MQVersion first, and fails (SYSTEM_ERROR)
+        raise InvalidInput(f"version {cmd.version} is not an MQVersion ordinal")
     crc = _long(ext, "bodyCrc32", required=False)
+    if crc is not None and not -2**31 <= crc < 2**31:
+        crc = None  # an Integer header field: Java reads text beyond int's range as null (no check)
     if crc and bodies.crc32(cmd.body) != crc:
         raise bodies.BodyError("crc32 not match")  # RocketMQ's remark
     reg = bodies.decode_registration(cmd.body, version=cmd.version, compressed=_bool(ext, "compressed") or False)
@@ -153,14 +157,18 @@ def put_kv(ext: Mapping[str, str]) -> dict[str, Any]:
     ns, key = ext.get("namespace"), ext.get("key")
     if ns is None or key is None:
         raise InvalidInput("namespace or key is null")  # RocketMQ's remark
-    return validated(ev.put_kv_event(fields.validate_name(ns, "namespace"), key, ext.get("value") or ""), 0)
+    if ext.get("value") is None:  # RocketMQ stores a null no read returns; refused (docs/semantics.md §15.5)
+        raise InvalidInput("value is null")
+    return validated(ev.put_kv_event(fields.validate_name(ns, "namespace"), key, ext["value"]), 0)
 
 
-def delete_kv(ext: Mapping[str, str]) -> dict[str, Any]:
+def delete_kv(ext: Mapping[str, str]) -> list[dict[str, Any]]:
+    """102. Without a namespace or key nothing can match: RocketMQ answers SUCCESS (only 100
+    checks for null), and so do we, publishing nothing."""
     ns, key = ext.get("namespace"), ext.get("key")
     if ns is None or key is None:
-        raise InvalidInput("namespace or key is null")
-    return validated(ev.delete_kv_event(fields.validate_name(ns, "namespace"), key), 0)
+        return []
+    return [validated(ev.delete_kv_event(fields.validate_name(ns, "namespace"), key), 0)]
 
 
 def write_perm(ext: Mapping[str, str], *, wipe: bool) -> dict[str, Any]:

@@ -232,11 +232,12 @@ def holder_of(snap: Snapshot, cluster: str, addr: str) -> tuple[str, int] | None
     return None
 
 
-def member_group(snap: Snapshot, cluster: str, broker_name: str) -> dict[str, Any]:
-    """GET_BROKER_MEMBER_GROUP (§7.5): the cluster is echoed, unknown brokers give no addresses."""
-    bd = snap.brokers.get(broker_name)
-    return {"brokerMemberGroup": {"cluster": cluster, "brokerName": broker_name,
-                                  "brokerAddrs": dict(bd["brokerAddrs"]) if bd else {}}}
+def member_group(snap: Snapshot, cluster: str | None, broker_name: str | None) -> dict[str, Any]:
+    """GET_BROKER_MEMBER_GROUP (§7.5): the cluster is echoed, unknown brokers give no addresses;
+    a name the request left out is left out of the answer (Java's null field)."""
+    bd = snap.brokers.get(broker_name) if broker_name is not None else None
+    group = {"cluster": cluster, "brokerName": broker_name, "brokerAddrs": dict(bd["brokerAddrs"]) if bd else {}}
+    return {"brokerMemberGroup": {k: v for k, v in group.items() if v is not None}}
 
 
 def topics_hosted_by(snap: Snapshot, broker_name: str) -> int:
