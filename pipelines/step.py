@@ -76,6 +76,7 @@ def run_group(group: str | None, records: list[dict[str, Any]], state: State | N
             out.append(out_rows.dead_letter_row(group, str(exc), r))
             continue
         event["time"] = clock.receive_time(event["time"], r["partition"], now_ms)
+        event["logOffset"] = r["offset"]  # a group's records share one partition (key = group)
         events.append(event)
         coords.append((r["partition"], r["offset"]))
     if group is not None and not ev.is_broker_group(group):

@@ -258,8 +258,10 @@ class Front:
             if holder is None:
                 log.info("connection of %s (%s) closed: no group holds the address any more", addr, cluster)
                 continue
+            # undoes this connection's registration only: a newer one (another front) stays
             event = ev.unregister_broker_event(cluster=cluster, broker_name=holder[0], broker_id=holder[1],
-                                               addr=addr, timestamp=_now_ms())
+                                               addr=addr, timestamp=_now_ms(),
+                                               registration_offset=max((o for _, o in reg.coords), default=None))
             log.info("connection of broker %s (%s, %s) closed: unregistering it", holder[0], cluster, addr,
                      extra={"brokerName": holder[0], "clusterName": cluster, "brokerAddr": addr})
             self._spawn(self._publish_logged([event], "unregistering a closed connection's broker"))

@@ -251,7 +251,8 @@ def _refresh_live(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Re
     live = LiveInfo(broker_id=e["brokerId"], last_update=e["time"] if prev is None else max(prev.last_update, e["time"]),
                     timeout_ms=cfg.default_timeout_ms if e["heartbeatTimeoutMillis"] is None
                     else e["heartbeatTimeoutMillis"],
-                    data_version=dict(e["dataVersion"]), ha_server_addr=e["haServerAddr"])
+                    data_version=dict(e["dataVersion"]), ha_server_addr=e["haServerAddr"],
+                    registered_offset=max(e.get("logOffset", -1), -1 if prev is None else prev.registered_offset))
     if prev is not None and (prev.broker_id, prev.timeout_ms, prev.data_version, prev.ha_server_addr) == (
             live.broker_id, live.timeout_ms, live.data_version, live.ha_server_addr):
         live.materialized_update = prev.materialized_update
@@ -287,7 +288,7 @@ def _collect_chunk(st: GroupState, e: dict[str, Any], res: Result) -> dict[str, 
     repeated chunk is ignored (producer retry)."""
     index, count = e["chunk"]
     key = (e["clusterName"], e["brokerAddr"])
-    header = {k: v for k, v in e.items() if k not in ("topicConfigTable", "chunk", "time")}
+    header = {k: v for k, v in e.items() if k not in ("topicConfigTable", "chunk", "time", "logOffset")}
     pending = st.pending.get(key)
     if pending is not None and (pending.count, pending.header) != (count, header):
         del st.pending[key]
@@ -311,7 +312,8 @@ def _collect_chunk(st: GroupState, e: dict[str, Any], res: Result) -> dict[str, 
             if topic in merged:
                 raise Rejected(f"chunked registration of {key[1]} lists topic {topic} in more than one chunk")
             merged[topic] = tc
-    return {**header, "time": e["time"], "topicConfigTable": merged, "chunk": None}
+    return {**header, "time": e["time"], "logOffset": e.get("logOffset", -1), "topicConfigTable": merged,
+            "chunk": None}
 
 
 # ---------------------------------------------------------------- liveness and removal
@@ -326,6 +328,14 @@ def heartbeat(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result
 
 
 def unregister_broker(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
+    """§5.3. One that undoes a given registration (a closed connection's, `registrationOffset`)
+    leaves a newer registration of the address alone: the broker reconnected, perhaps to another
+    front, and registered again before the old connection's close was applied. RocketMQ matches
+    by address only and wipes the fresh entry (docs/semantics.md §15.1)."""
+    undoes = e.get("registrationOffset")
+    live = st.live.get((e["clusterName"], e["brokerAddr"]))
+    if undoes is not None and live is not None and live.registered_offset > undoes:
+        return
     st.pending.pop((e["clusterName"], e["brokerAddr"]), None)  # an interrupted chunked registration
     remove_address(st, e["clusterName"], e["brokerAddr"], res, "BROKER_UNREGISTERED")
 

@@ -34,6 +34,7 @@ class LiveInfo:
     ha_server_addr: str | None
     materialized_update: int = -1  # the lastUpdateTimestamp broker_live holds for this entry
     stale_since: int = -1          # when last_update first moved past materialized_update
+    registered_offset: int = -1    # log offset of the address's newest registration (-1: unknown)
 
 
 @dataclass
@@ -117,7 +118,8 @@ class GroupState:
             },
             "topicKeys": self.topic_keys_digest(),
             "live": [[c, a, li.broker_id, li.last_update, li.timeout_ms, li.data_version, li.ha_server_addr,
-                      li.materialized_update, li.stale_since] for (c, a), li in sorted(self.live.items())],
+                      li.materialized_update, li.stale_since, li.registered_offset]
+                     for (c, a), li in sorted(self.live.items())],
             "filters": [[c, a, lst] for (c, a), lst in sorted(self.filters.items())],
             "pending": [[c, a, p.count, p.header, [[i, p.chunks[i]] for i in sorted(p.chunks)], p.last_time]
                         for (c, a), p in sorted(self.pending.items())],

@@ -60,7 +60,7 @@ FIELDS: dict[str, frozenset[str]] = {
         "haServerAddr", "zoneName", "heartbeatTimeoutMillis", "enableActingMaster", "dataVersion",
         "topicConfigTable", "filterServerList", "chunk"}),
     BROKER_HEARTBEAT: frozenset(_COMMON | _BROKER | {"dataVersion", "heartbeatTimeoutMillis"}),
-    UNREGISTER_BROKER: frozenset(_COMMON | _BROKER),
+    UNREGISTER_BROKER: frozenset(_COMMON | _BROKER | {"registrationOffset"}),
     WIPE_WRITE_PERM_OF_BROKER: frozenset(_COMMON | {"brokerName"}),
     ADD_WRITE_PERM_OF_BROKER: frozenset(_COMMON | {"brokerName"}),
     DELETE_TOPIC_IN_NAMESRV: frozenset(_COMMON | {"topic", "brokerName", "clusterName"}),
@@ -203,7 +203,12 @@ def _parse_heartbeat(raw: Mapping[str, Any], event: dict[str, Any]) -> None:
 
 
 def _parse_unregister_broker(raw: Mapping[str, Any], event: dict[str, Any]) -> None:
+    """`registrationOffset` (optional): the log offset of the registration this unregistration
+    undoes (a remoting front sets it when a broker's connection closes); the job skips it when
+    the address registered again later, through another connection or front."""
     _broker_identity(raw, event)
+    offset = raw.get("registrationOffset")
+    event["registrationOffset"] = None if offset is None else int_in_range(offset, "registrationOffset", 0, 2**63 - 1)
 
 
 def _parse_broker_only(raw: Mapping[str, Any], event: dict[str, Any]) -> None:
@@ -298,11 +303,14 @@ def heartbeat_event(*, cluster: str, broker_name: str, broker_id: int | None, ad
 
 
 def unregister_broker_event(*, cluster: str, broker_name: str, broker_id: int, addr: str,
-                            timestamp: int | None = None) -> dict[str, Any]:
+                            timestamp: int | None = None, registration_offset: int | None = None) -> dict[str, Any]:
+    """`registration_offset`: undo only the registration at that log offset (a closed connection's)."""
     event: dict[str, Any] = {"type": UNREGISTER_BROKER, "clusterName": cluster, "brokerName": broker_name,
                              "brokerId": broker_id, "brokerAddr": addr}
     if timestamp is not None:
         event["timestamp"] = timestamp
+    if registration_offset is not None:
+        event["registrationOffset"] = registration_offset
     return event
 
 

@@ -104,3 +104,56 @@ def test_changes_carry_their_event_coordinates_and_heartbeats_add_none():
         cluster="DefaultCluster", broker_name="broker-a", broker_id=0, addr="10.0.0.1:1"), 9, ts=T0 + 5)],
         state, T0 + 5, CFG)
     assert t.ROUTE_CHANGES.name not in by_table(rows)
+
+
+# ---------------------------------------------------------------- stale removals (issue 25, item 4)
+
+def _unreg(offset_of_registration=None):
+    return ev.unregister_broker_event(cluster="DefaultCluster", broker_name="broker-a", broker_id=0,
+                                      addr="10.0.0.1:1", registration_offset=offset_of_registration)
+
+
+def _addrs(state):
+    return None if state is None else GroupState.from_parts(*state).broker.addrs
+
+
+def test_a_closed_connections_unregistration_leaves_a_newer_registration_of_the_address():
+    """The broker reconnected (another front) and registered again at offset 11 before the old
+    connection's close, which undoes the registration at offset 10, was applied."""
+    again = [record(reg("broker-a", 0, "10.0.0.1:1"), 10), record(reg("broker-a", 0, "10.0.0.1:1"), 11)]
+    state, _, _ = run_group("broker-a", [*again, record(_unreg(10), 12)], None, T0, CFG)
+    assert _addrs(state) == {0: "10.0.0.1:1"}
+    # in separate batches, and across the state's encoding, alike
+    state, _, _ = run_group("broker-a", again, None, T0, CFG)
+    state, _, _ = run_group("broker-a", [record(_unreg(10), 12)], state, T0 + 5, CFG)
+    assert _addrs(state) == {0: "10.0.0.1:1"}
+
+
+def test_an_unregistration_of_the_newest_registration_or_of_none_in_particular_applies():
+    state, _, _ = run_group("broker-a", [record(reg("broker-a", 0, "10.0.0.1:1"), 10),
+                                         record(reg("broker-a", 0, "10.0.0.1:1"), 11)], None, T0, CFG)
+    for undoes in (11, None):
+        after, _, _ = run_group("broker-a", [record(_unreg(undoes), 12)], state, T0 + 5, CFG)
+        assert after is None, undoes
+
+
+def test_state_written_before_the_guard_reads_and_applies_every_unregistration():
+    """A live entry stored without its registration's offset (state from before this field) has
+    none to compare: every unregistration applies, as before."""
+    state, _, _ = run_group("broker-a", [record(reg("broker-a", 0, "10.0.0.1:1"), 10)], None, T0, CFG)
+    core = json.loads(state[0])
+    core["live"] = [row[:-1] for row in core["live"]]
+    after, _, _ = run_group("broker-a", [record(_unreg(3), 12)], (json.dumps(core), state[1]), T0 + 5, CFG)
+    assert after is None
+
+
+def test_an_expiry_due_in_the_batch_of_a_re_registration_keeps_the_fresh_entry():
+    """Expiry is decided in the same step as the records, before each record at its time: a
+    broker that was due and re-registered in the same batch is expired, then registered anew."""
+    state, _, _ = run_group("broker-a", [record(reg("broker-a", 0, "10.0.0.1:1"), 0)], None, T0, CFG)
+    late = T0 + 10_500
+    after, deadline, rows = run_group("broker-a", [record(reg("broker-a", 0, "10.0.0.1:1"), 1, ts=late)], state,
+                                      late + 100, CFG)
+    assert _addrs(after) == {0: "10.0.0.1:1"} and deadline == late + 10_001
+    kinds = [c["kind"] for c in json.loads(by_table(rows)[t.ROUTE_CHANGES.name]["body"])]
+    assert kinds.index("BROKER_EXPIRED") < kinds.index("BROKER_REGISTERED")
