@@ -587,6 +587,7 @@ def remoting_benchmark(rep: Report, quick: bool) -> None:
     import json as _json
 
     from ops import rocketmq_software as rmq
+    from ops import rust_namesrv
     from ops.procs import processes
     from remoting import codes
     from remoting.client import RemotingClient
@@ -636,45 +637,57 @@ def remoting_benchmark(rep: Report, quick: bool) -> None:
         ours_paced = load(ours_addr, PACE_US)
         for c in conns:
             c.close()
-    java_ns = rmq.start_namesrv()
-    try:
-        conns = register_all(java_ns.addr)
-        theirs = load(java_ns.addr)
-        theirs["rss_mib"] = rss_mib(java_ns.proc.pid)
-        theirs_paced = load(java_ns.addr, PACE_US)
-        for c in conns:
-            c.close()
-    finally:
-        java_ns.cleanup()
-    rep.raw["remoting"] = {"ours": ours, "rocketmq": theirs, "ours_paced": ours_paced, "rocketmq_paced": theirs_paced}
-    ratio = ours["rps"] / max(theirs["rps"], 1)
-    rep.target("route lookups over remoting (code 105), 64 connections, vs RocketMQ's NameServer",
-               "≥ the Java NameServer's lookups/s, p99 ≤ 5 ms",
-               f"saturated: {ours['rps']:,.0f}/s (p99 {ours['p99_us'] / 1000:.2f} ms) vs {theirs['rps']:,.0f}/s "
-               f"(p99 {theirs['p99_us'] / 1000:.2f} ms): ratio {ratio:.2f}; paced ({PACE_US / 1000:.0f} ms pause per "
-               f"connection): {ours_paced['rps']:,.0f}/s p99 {ours_paced['p99_us'] / 1000:.2f} ms vs "
-               f"{theirs_paced['rps']:,.0f}/s p99 {theirs_paced['p99_us'] / 1000:.2f} ms; front RSS "
-               f"{ours['rss_mib']:.0f} MiB", ratio >= 1 and ours_paced["p99_us"] <= 5000)
-    rep.section("Remoting side by side with RocketMQ's NameServer", [
+    def peer(process: rmq.JavaProcess) -> tuple[dict[str, Any], dict[str, Any]]:
+        try:
+            conns = register_all(process.addr)
+            saturated = load(process.addr)
+            saturated["rss_mib"] = rss_mib(process.proc.pid)
+            paced = load(process.addr, PACE_US)
+            for c in conns:
+                c.close()
+        finally:
+            process.cleanup()
+        return saturated, paced
+
+    # peers: (column, saturated, paced); rocketmq-rust's when it builds here, else why not
+    peers = [("RocketMQ NameServer (Java 5.3.3)", *peer(rmq.start_namesrv()))]
+    binary = rust_namesrv.ensure()
+    if isinstance(binary, Path):
+        peers.append((f"rocketmq-rust {rust_namesrv.VERSION}", *peer(rust_namesrv.start(binary))))
+    rust_note = "" if isinstance(binary, Path) else f" rocketmq-rust's NameServer is not in this run: {binary}."
+    rep.raw["remoting"] = {"ours": ours, "ours_paced": ours_paced,
+                           **{name: {"saturated": sat, "paced": paced} for name, sat, paced in peers}}
+    best_name, best, _ = max(peers, key=lambda p: p[1]["rps"])
+    ratio = ours["rps"] / max(best["rps"], 1)
+    rep.target("route lookups over remoting (code 105), 64 connections, vs the best peer",
+               "≥ the best peer's lookups/s (RocketMQ's Java NameServer, rocketmq-rust's), p99 ≤ 5 ms",
+               f"saturated: ours {ours['rps']:,.0f}/s (p99 {ours['p99_us'] / 1000:.2f} ms); "
+               + "; ".join(f"{n} {s['rps']:,.0f}/s (p99 {s['p99_us'] / 1000:.2f} ms)" for n, s, _ in peers)
+               + f": ratio to the best ({best_name}) {ratio:.2f}; paced ({PACE_US / 1000:.0f} ms pause per "
+               f"connection): ours p99 {ours_paced['p99_us'] / 1000:.2f} ms; front RSS {ours['rss_mib']:.0f} MiB"
+               + rust_note, ratio >= 1 and ours_paced["p99_us"] <= 5000)
+    cols = [("ours (remoting front)", ours, ours_paced), *peers]
+
+    def row(label: str, cell: Callable[[dict[str, Any], dict[str, Any]], str]) -> str:
+        return f"| {label} | " + " | ".join(cell(s, p) for _, s, p in cols) + " |"
+
+    rep.section("Remoting side by side with RocketMQ's NameServers", [
         f"The same load generator (`jvm/rocketmq/programs/RouteLoad.java`: 64 connections, one request in flight "
         f"each, JSON headers as a 5.3.3 client writes them, {warmup} s warm-up, {seconds} s measured) asks for the "
         f"routes of {len(topics)} topics ({brokers} brokers registered over remoting on each side) from our remoting "
-        "front (part of the running system: Tansu, job, HTTP server beside it) and from RocketMQ 5.3.3's NameServer "
-        "(NamesrvStartup from the same jars, 128 MiB heap, 2 worker threads), one after the other in this run.", "",
-        "| | ours (remoting front) | RocketMQ NameServer | ratio ours/RocketMQ |", "|---|---|---|---|",
-        f"| lookups/s | {ours['rps']:,.0f} | {theirs['rps']:,.0f} | {ratio:.2f} |",
-        f"| p50 | {ours['p50_us'] / 1000:.2f} ms | {theirs['p50_us'] / 1000:.2f} ms | "
-        f"{ours['p50_us'] / max(theirs['p50_us'], 1):.2f} |",
-        f"| p99 | {ours['p99_us'] / 1000:.2f} ms | {theirs['p99_us'] / 1000:.2f} ms | "
-        f"{ours['p99_us'] / max(theirs['p99_us'], 1):.2f} |",
-        f"| errors | {ours['errors']} | {theirs['errors']} | |",
-        f"| paced ({PACE_US / 1000:.0f} ms pause after each answer, per connection): lookups/s | "
-        f"{ours_paced['rps']:,.0f} | {theirs_paced['rps']:,.0f} | {ours_paced['rps'] / max(theirs_paced['rps'], 1):.2f} |",
-        f"| paced: p50 / p99 | {ours_paced['p50_us'] / 1000:.2f} / {ours_paced['p99_us'] / 1000:.2f} ms | "
-        f"{theirs_paced['p50_us'] / 1000:.2f} / {theirs_paced['p99_us'] / 1000:.2f} ms | "
-        f"{ours_paced['p99_us'] / max(theirs_paced['p99_us'], 1):.2f} (p99) |",
-        f"| RSS of the serving process | {ours['rss_mib']:.0f} MiB | {theirs['rss_mib']:.0f} MiB | "
-        f"{ours['rss_mib'] / max(theirs['rss_mib'], 1):.2f} |"])
+        "front (part of the running system: Tansu, job, HTTP server beside it), from RocketMQ 5.3.3's NameServer "
+        "(NamesrvStartup from the same jars, 128 MiB heap, 2 worker threads) and from rocketmq-rust's NameServer "
+        f"(crates.io `rocketmq-namesrv` {rust_namesrv.VERSION}, built by `ops/rust_namesrv.py`, default settings), "
+        f"one after the other in this run.{rust_note}", "",
+        "| | " + " | ".join(name for name, _, _ in cols) + " |", "|---|" + "---|" * len(cols),
+        row("lookups/s", lambda s, p: f"{s['rps']:,.0f}"),
+        row("ratio ours / this", lambda s, p: f"{ours['rps'] / max(s['rps'], 1):.2f}"),
+        row("p50 / p99", lambda s, p: f"{s['p50_us'] / 1000:.2f} / {s['p99_us'] / 1000:.2f} ms"),
+        row("errors", lambda s, p: str(s["errors"])),
+        row(f"paced ({PACE_US / 1000:.0f} ms pause after each answer, per connection): lookups/s",
+            lambda s, p: f"{p['rps']:,.0f}"),
+        row("paced: p50 / p99", lambda s, p: f"{p['p50_us'] / 1000:.2f} / {p['p99_us'] / 1000:.2f} ms"),
+        row("RSS of the serving process", lambda s, p: f"{s['rss_mib']:.0f} MiB")])
 
 
 def versus_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> None:
