@@ -22,7 +22,7 @@ JSON, ROCKETMQ = 0, 1
 MAX_FRAME_BYTES = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength's default
 RESPONSE_FLAG, ONEWAY_FLAG = 1, 2
 # MQVersion.Version ordinals that change how a NameServer reads or answers (see docs/remoting.md)
-V3_0_11, V4_9_4, V5_0_0, V5_3_3 = 37, 401, 413, 479
+V3_0_11, V4_9_4, V5_0_0, V5_3_3, V5_5_0 = 37, 401, 413, 479, 513
 LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS",
              "RUST", "NODE_JS")
 
@@ -203,18 +203,19 @@ def _string(buf: bytes, pos: int, width: int, end: int | None = None) -> tuple[s
 
 def encode_response(opaque: int, code: int, *, remark: str | None = None, ext: dict[str, str] | None = None,
                     body: bytes = b"") -> bytes:
-    """An answer as a Java 5.3.3 NameServer writes it: a JSON header with fastjson's field
-    order (alphabetical, nulls omitted), `language` JAVA, the response flag set."""
+    """An answer as a Java NameServer of the newest line (5.5.0) writes it: a JSON header with
+    fastjson2's field order (alphabetical, nulls omitted) and escaping (Python's with
+    ensure_ascii off is byte for byte the same), `language` JAVA, the response flag set."""
     if ext is None and remark is None:  # most answers (every route lookup): no JSON encoder needed
         return _frame(JSON, b'{"code":%d,"flag":1,"language":"JAVA","opaque":%d,"serializeTypeCurrentRPC":"JSON",'
-                            b'"version":%d}' % (code, opaque, V5_3_3), body)
+                            b'"version":%d}' % (code, opaque, V5_5_0), body)
     header: dict[str, Any] = {"code": code}
     if ext is not None:
         header["extFields"] = ext
     header.update(flag=RESPONSE_FLAG, language="JAVA", opaque=opaque)
     if remark is not None:
         header["remark"] = remark
-    header.update(serializeTypeCurrentRPC="JSON", version=V5_3_3)
+    header.update(serializeTypeCurrentRPC="JSON", version=V5_5_0)
     return _frame(JSON, json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8"), body)
 
 

@@ -88,3 +88,38 @@ def test_rocketmq_and_the_running_system_answer_alike(java_namesrvs, remoting_sy
          async_kinds=frozenset(k.removesuffix("_own") for k in STEPS))
     figures(f"differential (running system): {outcome.sequences} sequences, {outcome.steps} steps")
     assert outcome.steps >= 10
+
+
+# every character class fastjson's lines escape differently (docs/semantics.md §13.1)
+_ESCAPES = "a\b\f\n\r\t\x01\x1f\x7f\u0080\u009f\u2028\u2029/\\\"ö名😀</"
+
+
+def test_answers_are_escaped_byte_for_byte_as_the_newest_line_escapes_them(java_namesrvs, ours_in_memory):
+    """A KV value holding every such character, read back from RocketMQ 5.5.0's NameServer and
+    from ours: the 219 body and the 101 header's value are the same bytes, and both answers carry
+    the newest line's MQVersion (513); 5.3.3 escapes them otherwise (upper-case, DEL and
+    U+0080–U+009F, U+2028/2029 escaped), which JSON readers of every line read alike."""
+    import re
+
+    from remoting import codes
+    from remoting.client import RemotingClient
+    from remoting.protocol import V5_5_0, encode_request
+
+    def raw_answer(c: RemotingClient, code: int, ext: dict[str, str]) -> tuple[bytes, bytes]:
+        c.sock.sendall(encode_request(code, 9, ext=ext))
+        length = int.from_bytes(c._exactly(4), "big")
+        frame = c._exactly(length)
+        header_len = int.from_bytes(frame[:4], "big") & 0xFFFFFF
+        return frame[4:4 + header_len], frame[4 + header_len:]
+
+    seen = []
+    for addr in (java_namesrvs("5.5").addr, ours_in_memory.addr):
+        with RemotingClient(addr, **SIGNED) as c:
+            assert c.call(codes.PUT_KV_CONFIG, {"namespace": "escapesNs", "key": "k", "value": _ESCAPES}).code == 0
+            _, body = raw_answer(c, codes.GET_KVLIST_BY_NAMESPACE, {"namespace": "escapesNs"})
+            header, _ = raw_answer(c, codes.GET_KV_CONFIG, {"namespace": "escapesNs", "key": "k"})
+        value = re.search(rb'"value":"((?:[^"\\]|\\.)*)"', header)
+        assert value is not None, header
+        assert f'"version":{V5_5_0}'.encode() in header, header
+        seen.append((body, value.group(1)))
+    assert seen[0] == seen[1]

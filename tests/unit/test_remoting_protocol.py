@@ -73,7 +73,7 @@ def test_answers_are_json_with_fastjsons_field_order():
     assert (cmd.code, cmd.opaque, cmd.flag, cmd.remark, cmd.body, cmd.language) == (17, 9, 1, "r", b"B", "JAVA")
     header = frame[8:-1]
     assert header == (b'{"code":17,"flag":1,"language":"JAVA","opaque":9,"remark":"r",'
-                      b'"serializeTypeCurrentRPC":"JSON","version":479}')
+                      b'"serializeTypeCurrentRPC":"JSON","version":513}')
     assert b'"extFields":{}' in encode_response(1, 0, ext={})  # a header class always has extFields
 
 
