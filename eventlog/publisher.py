@@ -29,7 +29,10 @@ class EventPublisher:
         from kafka import KafkaProducer
         self.topic = topic
         self.max_message_bytes = max_message_bytes
-        self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5,
+        # acks=all: a write is acknowledged once every in-sync replica has it (min.insync.replicas
+        # of a cluster, ops/apache_kafka.start_cluster), so a leader's crash loses nothing that was
+        # acknowledged; with one broker it is acks=1
+        self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
                                        max_request_size=max_request_size, request_timeout_ms=10_000,
                                        max_block_ms=connect_timeout_ms, bootstrap_timeout_ms=connect_timeout_ms,
                                        delivery_timeout_ms=20_000)

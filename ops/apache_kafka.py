@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 from conf import jvm
 from conf.version import argument_parser
 from ops.net import free_port, wait_for_port
+from ops.netbed import Host
 
 # Above the largest record the tests send on purpose (oversize records must arrive and be
 # dead-lettered, as with Tansu, which accepts 20 MiB); producers ask for up to 32 MiB.
@@ -91,6 +93,100 @@ def start_kafka(port: int | None = None, *, log: Path | None = None, timeout_s: 
         broker.stop()
         raise
     return broker
+
+
+@dataclass
+class KafkaCluster:
+    """Brokers on separate hosts of a bed (ops/netbed.py), each broker and controller at once:
+    a three-voter KRaft quorum, topics replicated three times, two replicas in sync for a write."""
+
+    bootstrap: str
+    nodes: dict[str, subprocess.Popen[bytes]]  # host name -> its broker
+    work_dir: Path
+
+    def kill(self, host: str) -> None:
+        """SIGKILL one broker (a crash): its partitions' leadership moves to the others."""
+        proc = self.nodes[host]
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        for proc in self.nodes.values():
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=10)
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+
+
+CLUSTER_PORT, CLUSTER_CONTROLLER_PORT = 9092, 9093
+
+
+def _cluster_properties(node_id: int, addr: str, voters: str, log_dir: Path) -> str:
+    return "\n".join([
+        "process.roles=broker,controller", f"node.id={node_id}", f"controller.quorum.voters={voters}",
+        f"listeners=PLAINTEXT://{addr}:{CLUSTER_PORT},CONTROLLER://{addr}:{CLUSTER_CONTROLLER_PORT}",
+        f"advertised.listeners=PLAINTEXT://{addr}:{CLUSTER_PORT}", "controller.listener.names=CONTROLLER",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT", f"log.dirs={log_dir}",
+        # what a production cluster of three promises: every write on all three, acknowledged by two
+        "default.replication.factor=3", "min.insync.replicas=2", "num.partitions=3",
+        "offsets.topic.replication.factor=3", "transaction.state.log.replication.factor=3",
+        "transaction.state.log.min.isr=2", "unclean.leader.election.enable=false",
+        "group.initial.rebalance.delay.ms=0",
+        f"message.max.bytes={MAX_MESSAGE_BYTES}", f"replica.fetch.max.bytes={MAX_MESSAGE_BYTES}",
+        f"socket.request.max.bytes={2 * MAX_MESSAGE_BYTES}", "",
+    ])
+
+
+def start_cluster(hosts: list[Host], *, timeout_s: float = 90.0) -> KafkaCluster:
+    """A broker on each of `hosts` (netbed.Host: name, addr, argv()), formatted with one cluster id."""
+    classpath = os.pathsep.join(str(p) for p in jvm.jars("kafka"))
+    work = Path(tempfile.mkdtemp(prefix="kafka-cluster-"))
+    voters = ",".join(f"{i + 1}@{h.addr}:{CLUSTER_CONTROLLER_PORT}" for i, h in enumerate(hosts))
+    cluster_id = str(uuid.uuid4())
+    nodes: dict[str, subprocess.Popen[bytes]] = {}
+    cluster = KafkaCluster(",".join(f"{h.addr}:{CLUSTER_PORT}" for h in hosts), nodes, work)
+    try:
+        for i, host in enumerate(hosts):
+            props = work / f"{host.name}.properties"
+            props.write_text(_cluster_properties(i + 1, host.addr, voters, work / host.name))
+            subprocess.run(_java(classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
+                                 "--ignore-formatted", heap="128m"),
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            with open(work / f"{host.name}.log", "ab") as out:
+                nodes[host.name] = subprocess.Popen(host.argv(_java(classpath, "kafka.Kafka", str(props))),
+                                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                                    start_new_session=True)
+        for host in hosts:
+            wait_for_port(CLUSTER_PORT, timeout_s, host=host.addr)
+        _await_brokers(cluster.bootstrap, len(hosts), timeout_s)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _await_brokers(bootstrap: str, count: int, timeout_s: float) -> None:
+    """Until the cluster's metadata lists `count` brokers (the quorum formed, every broker joined)."""
+    from kafka import KafkaAdminClient
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5_000)
+            try:
+                if len(admin.describe_cluster()["brokers"]) >= count:
+                    return
+            finally:
+                admin.close()
+        except Exception as exc:  # not up yet: the quorum is still electing
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the Kafka cluster at {bootstrap} did not form in {timeout_s:.0f} s: {exc}") from exc
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"fewer than {count} brokers joined {bootstrap} in {timeout_s:.0f} s")
+        time.sleep(0.5)
 
 
 def main(argv: list[str] | None = None) -> int:

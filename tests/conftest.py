@@ -20,21 +20,27 @@ def figures():
     return _FIGURES.append
 
 
+# markers whose tests run only when asked for: the default run keeps a slice of each elsewhere
+OPT_IN = {
+    "compat": "also run the whole compatibility matrix (tests marked compat; ./run.sh compat) and, when it "
+              "reached every cell, write docs/compatibility.md",
+    "multihost": "also run the multi-host bed and its fault tests (tests marked multihost; ./run.sh multihost): "
+                 "hosts as Linux network namespaces, root needed",
+}
+
+
 def pytest_addoption(parser):
-    parser.addoption("--compat", action="store_true",
-                     help="also run the whole compatibility matrix (tests marked compat; ./run.sh compat) and, "
-                          "when it reached every cell, write docs/compatibility.md")
+    for marker, text in OPT_IN.items():
+        parser.addoption(f"--{marker}", action="store_true", help=text)
 
 
 def pytest_collection_modifyitems(config, items):
-    """Without --compat, the whole matrix's cells are left out (deselected, not skipped): the
-    default run keeps the mixed fleet's slice of it."""
-    if config.getoption("--compat"):
-        return
-    kept = [item for item in items if item.get_closest_marker("compat") is None]
-    if len(kept) != len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("compat")])
-        items[:] = kept
+    """Tests of an opt-in marker not asked for are left out (deselected, not skipped)."""
+    left_out = [m for m in OPT_IN if not config.getoption(f"--{m}")]
+    dropped = [item for item in items if any(item.get_closest_marker(m) for m in left_out)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if item not in dropped]
 
 
 def pytest_terminal_summary(terminalreporter):
