@@ -1,8 +1,9 @@
 """JVM dependencies: declared once in `jvm/<set>/pom.xml`, resolved once with Maven into `.jvm/<set>/`.
 
-Three sets: `spark` (Delta for Spark and Spark's Kafka connector, on the job's classpath),
-`kafka` (Apache Kafka, a broker for the tests and benchmarks) and `rocketmq` (RocketMQ's
-NameServer, broker, tools and client: the peer of the tests and benchmarks). `./run.sh`
+The sets: `spark` (Delta for Spark and Spark's Kafka connector, on the job's classpath),
+`kafka` (Apache Kafka, a broker or a cluster for the tests and benchmarks), `rocketmq`,
+`rocketmq-4.9` and `rocketmq-5.5` (RocketMQ's NameServer, broker, tools and client of each line:
+the peers of the tests and benchmarks) and `hdfs` (HDFS's servers, the multi-host bed's store). `./run.sh`
 resolves them during set-up (`python -m conf.jvm resolve`), with
 Maven's `dependency:copy-dependencies`, and records a stamp of the pom it resolved. Later starts
 compare the stamp and never ask a repository, so a machine that resolved once starts offline.
