@@ -5,6 +5,7 @@
 #   ./run.sh check [args]    the fast loop: lint, types and the unit tests only (seconds; args go to pytest)
 #   ./run.sh compat [args]   the whole compatibility matrix (RocketMQ 4.9, 5.3, 5.5); writes docs/compatibility.md
 #   ./run.sh multihost [args]  the multi-host bed and its fault tests (network namespaces; root)
+#   ./run.sh cluster up|down|status  the multi-host bed to try: a Kafka cluster and HDFS on their own hosts
 #   ./run.sh admin ...       the admin CLI (mqadmin's NameServer commands + time travel; ./run.sh admin --help)
 #   ./run.sh simulate ...    publish a simulated broker fleet (--brokers N --topics M [--slaves K] [--period S])
 #   ./run.sh soak [--minutes N] [--catch-up] [--differential SEQ] [--malformed N] [--kills K]  long runs
@@ -114,11 +115,12 @@ case "$cmd" in
   check)    setup; static_checks; exec "$VENV/bin/python" -m pytest -q -m "not integration" tests/unit tests/model "$@" ;;
   compat)   setup; exec "$VENV/bin/python" -m pytest --compat tests/compat "$@" ;;
   multihost) setup; exec "$VENV/bin/python" -m pytest --multihost tests/multihost "$@" ;;
+  cluster)  setup; exec "$VENV/bin/python" -m ops.cluster "$@" ;;
   simulate) setup; exec "$VENV/bin/python" -m fleet.simulator "$@" ;;
   admin)    setup; exec "$VENV/bin/python" -m admin "$@" ;;
   soak)     setup; exec "$VENV/bin/python" -m fleet.soak "$@" ;;
   bench)    setup; bench_tools; exec "$VENV/bin/python" -m bench "$@" ;;
   setup)    setup; echo "run.sh: ready ($VENV)" ;;
-  -h|--help|help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' ;;
+  -h|--help|help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown command '$cmd' (try: ./run.sh, ./run.sh test, ./run.sh check, ./run.sh compat, ./run.sh admin --help, ./run.sh simulate --help)" ;;
 esac

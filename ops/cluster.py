@@ -1,0 +1,162 @@
+"""`./run.sh cluster up|down|status`: the multi-host bed for a person to try, and its picture.
+
+`up` makes the hosts (ops/netbed.py) and starts what runs on them today: a three-broker Kafka
+cluster and HDFS (a NameNode and two DataNodes); it records the hosts and the servers' process
+ids in `<data dir>/cluster.json` and returns, leaving them running. `status` prints the hosts,
+what runs where and whether it is up; `down` stops the servers and removes the hosts.
+
+`TOPOLOGY` is the one description of the bed: `up` builds it, the tests use its host names, and
+`draw()` renders docs/deploy-topology.png from it, with the description embedded in the PNG so a
+test can tell a stale picture (tests/unit/test_deploy_picture.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from conf import load_config
+from conf.version import argument_parser
+
+# host -> (role shown in the picture and by status, group); the order gives the addresses
+TOPOLOGY: dict[str, tuple[str, str]] = {
+    "kafka-1": ("Kafka broker + KRaft controller", "event log"),
+    "kafka-2": ("Kafka broker + KRaft controller", "event log"),
+    "kafka-3": ("Kafka broker + KRaft controller", "event log"),
+    "namenode": ("HDFS NameNode", "store"),
+    "datanode-1": ("HDFS DataNode", "store"),
+    "datanode-2": ("HDFS DataNode", "store"),
+}
+KAFKA = [h for h, (_, group) in TOPOLOGY.items() if group == "event log"]
+TAG = "c"  # the bed's tag: its namespaces are nsrv-c-<i>
+PICTURE = Path(__file__).resolve().parents[1] / "docs" / "deploy-topology.png"
+
+
+def _state_path() -> Path:
+    return load_config().data_dir / "cluster.json"
+
+
+def up() -> int:
+    from ops import netbed
+    from ops.apache_kafka import start_cluster
+    from ops.hdfs import start_hdfs
+    if _state_path().exists():
+        print(f"cluster: already up ({_state_path()}); `./run.sh cluster down` first", file=sys.stderr)
+        return 1
+    bed = netbed.Bed(list(TOPOLOGY), TAG).up()
+    try:
+        kafka = start_cluster([bed.hosts[h] for h in KAFKA])
+        fs = start_hdfs(bed.hosts["namenode"], [bed.hosts["datanode-1"], bed.hosts["datanode-2"]])
+    except BaseException:
+        bed.down()
+        raise
+    state = {"hosts": {h.name: h.addr for h in bed.hosts.values()},
+             "pids": {**{k: p.pid for k, p in kafka.nodes.items()}, **{k: p.pid for k, p in fs.procs.items()}},
+             "work_dirs": [str(kafka.work_dir), str(fs.work_dir)], "kafka": kafka.bootstrap, "hdfs": fs.url}
+    _state_path().parent.mkdir(parents=True, exist_ok=True)
+    _state_path().write_text(json.dumps(state, indent=2))
+    return status()
+
+
+def status() -> int:
+    from ops import netbed
+    if not _state_path().exists():
+        print("cluster: down (`./run.sh cluster up` makes it)")
+        return 0
+    state = json.loads(_state_path().read_text())
+    live = set(netbed.namespaces())
+    print(f"cluster: Kafka bootstrap {state['kafka']}; HDFS {state['hdfs']}")
+    for i, (name, addr) in enumerate(state["hosts"].items()):
+        pid = state["pids"].get(name)
+        running = pid is not None and _alive(pid)
+        print(f"  {name:<11} {addr:<12} {TOPOLOGY.get(name, ('?', ''))[0]:<32} "
+              f"{'running' if running else 'STOPPED'}{'' if f'{netbed.NETNS_PREFIX}{TAG}-{i}' in live else ', no host'}")
+    print("The job, its standby and the serving replicas are not on the bed yet (docs/deploy.md, 'Not yet').")
+    return 0
+
+
+def down() -> int:
+    import shutil
+
+    from ops import netbed
+    if _state_path().exists():
+        state = json.loads(_state_path().read_text())
+        for pid in state["pids"].values():
+            if _alive(pid):
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for d in state["work_dirs"]:
+            shutil.rmtree(d, ignore_errors=True)
+        _state_path().unlink()
+    netbed.Bed(list(TOPOLOGY), TAG).down()
+    print("cluster: down")
+    return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def description() -> str:
+    """The bed as the picture shows it (embedded in the PNG; a test compares)."""
+    return json.dumps({"subnet": "10.77.0.0/24", "hosts": {h: role for h, (role, _) in TOPOLOGY.items()}},
+                      sort_keys=True)
+
+
+def draw(path: Path = PICTURE) -> Path:
+    """The topology as a PNG: hosts by group on the bridge, each with its address and role."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    groups: dict[str, list[str]] = {}
+    for host, (_, group) in TOPOLOGY.items():
+        groups.setdefault(group, []).append(host)
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    ax.set_xlim(0, 10)
+    ax.set_ylim(0, 6)
+    ax.axis("off")
+    ax.plot([0.5, 9.5], [3, 3], color="#555", linewidth=3)
+    ax.text(9.5, 3.15, "bridge 10.77.0.254 (this machine)", ha="right", fontsize=8, color="#555")
+    colours = {"event log": "#f4c27a", "store": "#9cc7e8"}
+    addr = {h: f"10.77.0.{i + 1}" for i, h in enumerate(TOPOLOGY)}
+    x = 1.0
+    for gi, (group, hosts) in enumerate(groups.items()):
+        y = 4.4 if gi % 2 == 0 else 0.4
+        for host in hosts:
+            ax.add_patch(plt.Rectangle((x - 0.65, y), 1.3, 1.2, facecolor=colours.get(group, "#ddd"), edgecolor="#333"))
+            ax.text(x, y + 0.85, host, ha="center", fontsize=8, weight="bold")
+            ax.text(x, y + 0.55, addr[host], ha="center", fontsize=7)
+            ax.text(x, y + 0.25, TOPOLOGY[host][0].replace(" + ", "\n+ ") if len(TOPOLOGY[host][0]) > 20
+                    else TOPOLOGY[host][0], ha="center", va="center", fontsize=6)
+            ax.plot([x, x], [3, y + (0 if y > 3 else 1.2)], color="#888", linewidth=1)
+            x += 1.45
+        ax.text(x - 1.45 * len(hosts) / 2 - 0.7, (y + 1.45) if y > 3 else (y - 0.3), group, ha="center",
+                fontsize=9, style="italic")
+    ax.set_title("The multi-host bed: one network namespace per host, veth pairs to one bridge", fontsize=10)
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Description": description()})
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argument_parser("./run.sh cluster", "The multi-host bed: hosts as network namespaces (root), with a "
+                             "Kafka cluster and HDFS on them.")
+    parser.add_argument("action", choices=("up", "down", "status", "draw"))
+    args = parser.parse_args(argv)
+    if args.action == "draw":
+        print(draw())
+        return 0
+    return {"up": up, "down": down, "status": status}[args.action]()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
