@@ -117,6 +117,7 @@ def draw(path: Path = PICTURE) -> Path:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
     groups: dict[str, list[str]] = {}
     for host, (_, group) in TOPOLOGY.items():
         groups.setdefault(group, []).append(host)
@@ -132,7 +133,7 @@ def draw(path: Path = PICTURE) -> Path:
     for gi, (group, hosts) in enumerate(groups.items()):
         y = 4.4 if gi % 2 == 0 else 0.4
         for host in hosts:
-            ax.add_patch(plt.Rectangle((x - 0.65, y), 1.3, 1.2, facecolor=colours.get(group, "#ddd"), edgecolor="#333"))
+            ax.add_patch(Rectangle((x - 0.65, y), 1.3, 1.2, facecolor=colours.get(group, "#ddd"), edgecolor="#333"))
             ax.text(x, y + 0.85, host, ha="center", fontsize=8, weight="bold")
             ax.text(x, y + 0.55, addr[host], ha="center", fontsize=7)
             ax.text(x, y + 0.25, TOPOLOGY[host][0].replace(" + ", "\n+ ") if len(TOPOLOGY[host][0]) > 20

@@ -7,6 +7,7 @@ import ast
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,18 @@ import pytest
 from conf import settings_table
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("conf", "schemas", "routeinfo", "eventlog", "pipelines", "serving", "remoting", "ops", "fleet")
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+# the package list is declared once, as setuptools' packages; bench is checked beside the product
+PACKAGES = tuple(PYPROJECT["tool"]["setuptools"]["packages"])
+PRODUCT = tuple(p for p in PACKAGES if p != "bench")
+
+
+def test_every_tool_sees_the_same_packages():
+    """isort's first-party list and mypy's files are the declared packages (and the tests)."""
+    assert set(PYPROJECT["tool"]["ruff"]["lint"]["isort"]["known-first-party"]) == {*PACKAGES, "tests"}
+    assert set(PYPROJECT["tool"]["mypy"]["files"]) == set(PACKAGES)
+    on_disk = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "notebooks"}
+    assert on_disk == set(PACKAGES), on_disk ^ set(PACKAGES)
 
 
 def imported_packages(package: str) -> dict[str, set[str]]:
