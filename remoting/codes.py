@@ -61,7 +61,3 @@ def not_supported(code: int) -> str:
 def topic_not_exist(topic: str) -> str:
     return f"No topic route info in name server for the topic: {topic}{FAQ}"
 
-
-def kv_not_found(namespace: str | None, key: str | None = None, *, with_key: bool = True) -> str:
-    text = f"No config item, Namespace: {namespace}"
-    return f"{text} Key: {key}" if with_key else text

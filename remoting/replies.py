@@ -13,7 +13,7 @@ from typing import Any
 
 from remoting import codes
 from remoting.bodies import format_properties
-from routeinfo import route_reads
+from routeinfo import kv_manager, route_reads
 from routeinfo.snapshot import Snapshot
 from schemas import events as ev
 
@@ -86,19 +86,17 @@ def _unit(kind: str) -> Callable[[Snapshot, Mapping[str, str]], Reply]:
 
 
 def kv_value(snap: Snapshot, ext: Mapping[str, str]) -> Reply:
-    ns, key = ext.get("namespace"), ext.get("key")
-    value = snap.kv.get(ns or "", {}).get(key or "")
-    if value is None:
-        return error(codes.QUERY_NOT_FOUND, codes.kv_not_found(ns, key))
-    return ok(ext={"value": value})
+    try:
+        return ok(ext={"value": kv_manager.read_value(snap.kv, ext.get("namespace"), ext.get("key"))})
+    except kv_manager.KvNotFound as exc:
+        return error(codes.QUERY_NOT_FOUND, str(exc))
 
 
 def kv_namespace(snap: Snapshot, ext: Mapping[str, str]) -> Reply:
-    ns = ext.get("namespace")
-    table = snap.kv.get(ns or "")
-    if table is None:
-        return error(codes.QUERY_NOT_FOUND, codes.kv_not_found(ns, with_key=False))
-    return ok({"table": table})
+    try:
+        return ok({"table": kv_manager.read_namespace(snap.kv, ext.get("namespace"))})
+    except kv_manager.KvNotFound as exc:
+        return error(codes.QUERY_NOT_FOUND, str(exc))
 
 
 def member_group(snap: Snapshot, ext: Mapping[str, str]) -> Reply:

@@ -8,7 +8,7 @@ last key (GET then answers an empty table, not "not found"). The runtime switche
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,3 +71,25 @@ def config_rows(state: Namespace | None) -> list[dict[str, Any]]:
 
 
 CONFIG_SCOPE = "namesrv"
+
+
+# ---------------------------------------------------------------- reads (HTTP and remoting alike)
+
+class KvNotFound(LookupError):
+    """No such namespace or key in a cut; str() is RocketMQ's remark (QUERY_NOT_FOUND)."""
+
+
+def read_value(kv: Mapping[str, Mapping[str, str]], namespace: str | None, key: str | None) -> str:
+    """GET_KV_CONFIG (101): the value, or KvNotFound with RocketMQ's remark (an absent name prints as null)."""
+    value = kv.get(namespace or "", {}).get(key or "")
+    if value is None:
+        raise KvNotFound(f"No config item, Namespace: {namespace} Key: {key}")
+    return value
+
+
+def read_namespace(kv: Mapping[str, Mapping[str, str]], namespace: str | None) -> Mapping[str, str]:
+    """GET_KVLIST_BY_NAMESPACE (219): the namespace's table (empty once its last key went), or KvNotFound."""
+    table = kv.get(namespace or "")
+    if table is None:
+        raise KvNotFound(f"No config item, Namespace: {namespace}")
+    return table

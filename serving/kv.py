@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
+from routeinfo import kv_manager
 from schemas import events as ev
 from schemas import fields
 from serving import writes
@@ -25,18 +26,18 @@ def _key(key: str) -> str:
 
 @bp.get("/kv/<namespace>")
 def get_namespace(namespace: str):
-    table = snapshot().kv.get(_namespace(namespace))
-    if table is None:
-        raise ApiError(404, "QUERY_NOT_FOUND", f"No config item, Namespace: {namespace}")
-    return jsonify(table=table)
+    try:
+        return jsonify(table=kv_manager.read_namespace(snapshot().kv, _namespace(namespace)))
+    except kv_manager.KvNotFound as exc:
+        raise ApiError(404, "QUERY_NOT_FOUND", str(exc)) from None
 
 
 @bp.get("/kv/<namespace>/<anything:key>")
 def get_value(namespace: str, key: str):
-    value = snapshot().kv.get(_namespace(namespace), {}).get(key)
-    if value is None:
-        raise ApiError(404, "QUERY_NOT_FOUND", f"No config item, Namespace: {namespace} Key: {key}")
-    return jsonify(value=value)
+    try:
+        return jsonify(value=kv_manager.read_value(snapshot().kv, _namespace(namespace), key))
+    except kv_manager.KvNotFound as exc:
+        raise ApiError(404, "QUERY_NOT_FOUND", str(exc)) from None
 
 
 @bp.put("/kv/<namespace>/<anything:key>")
