@@ -63,8 +63,8 @@ setup() {
   # once with Maven into .jvm/; afterwards this is a stamp check and needs no network.
   "$VENV/bin/python" -m conf.jvm resolve || die "the JVM dependencies could not be resolved (see above)"
   # Spark's driver JVM starts in half the time from a class archive made once by running the
-  # job's query over a few events (pipelines/class_archive.py); afterwards a file check.
-  "$VENV/bin/python" -m pipelines.class_archive make || die "the class archive of Spark's driver could not be made (see above)"
+  # job's query over a few events (pipelines/class_archive_maker.py); afterwards a file check.
+  "$VENV/bin/python" -m pipelines.class_archive_maker make || die "the class archive of Spark's driver could not be made (see above)"
   export PYSPARK_PYTHON="$VENV/bin/python" PYSPARK_DRIVER_PYTHON="$VENV/bin/python"
   export SPARK_LOCAL_IP=127.0.0.1
 }

@@ -129,3 +129,41 @@ def test_readme_lists_every_prometheus_metric():
     assert all(f'"{n}"' in inspect.getsource(metrics) for n in scrape_time)
     missing = sorted(n for n in names | scrape_time if f"`{n}`" not in readme)
     assert not missing, f"README's metrics table lacks {missing}"
+
+
+def _module_imports() -> dict[str, set[str]]:
+    """Product module -> the product modules it imports (lazy imports included)."""
+    files = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            files[name] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name in files)
+            elif isinstance(node, ast.ImportFrom) and node.module in files and node.level == 0:
+                deps.update(f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in files else node.module
+                            for a in node.names)
+        graph[name] = deps - {name}
+    return graph
+
+
+def test_no_module_imports_itself_through_others():
+    """No import circle, lazy imports included: a circle means two modules that are one."""
+    graph = _module_imports()
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> None:
+        if node in path:
+            raise AssertionError("import circle: " + " -> ".join(path[path.index(node):] + [node]))
+        if node in done:
+            return
+        for dep in sorted(graph.get(node, ())):
+            visit(dep, [*path, node])
+        done.add(node)
+
+    for module in sorted(graph):
+        visit(module, [])
