@@ -59,6 +59,12 @@ def encode_body(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+def cached_route_body(snap: Snapshot, topic: str) -> bytes | None:
+    """The body `route_body` already built for `topic` in this cut, or None; never builds one
+    (the HTTP fast path answers only what an earlier lookup made)."""
+    return snap.route_bodies.get(topic)
+
+
 def route_body(snap: Snapshot, topic: str) -> bytes | None:
     """The encoded TopicRouteData of `topic` in this cut (standard JSON, sorted keys), or None.
 

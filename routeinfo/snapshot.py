@@ -39,7 +39,7 @@ class Snapshot:
     live_by_addr: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (cluster, addr) -> live row
     # Serialized GET_ROUTEINFO_BY_TOPIC answers, built on a topic's first lookup in this cut
     # (RocketMQ's issue #10982 asks for the same): a hot topic costs one dict read after that.
-    route_bodies: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
+    route_bodies: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)  # route_reads fills it
     # Serialized answers about the whole cut (GET_BROKER_CLUSTER_INFO), built on first use: every
     # 5.x broker asks for the cluster info every 5 s, and the answer lists the whole fleet.
     cut_bodies: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)

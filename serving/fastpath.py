@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from routeinfo import route_reads
 from schemas.metrics import FAST_PATH_ENDPOINT
 from serving.snapshot_store import SnapshotStore
 
@@ -34,7 +35,7 @@ class RouteBodies:
                 and path.startswith(_PREFIX) and path.endswith(_SUFFIX)):
             topic = path[len(_PREFIX):-len(_SUFFIX)]
             snap = self.snapshots.current
-            body = snap.route_bodies.get(topic)
+            body = route_reads.cached_route_body(snap, topic)
             if body is not None:
                 environ[ENDPOINT_KEY] = FAST_PATH_ENDPOINT
                 start_response("200 OK", [("Content-Type", "application/json"),
