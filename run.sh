@@ -6,6 +6,7 @@
 #   ./run.sh compat [args]   the whole compatibility matrix (RocketMQ 4.9, 5.3, 5.5); writes docs/compatibility.md
 #   ./run.sh multihost [args]  the multi-host bed and its fault tests (network namespaces; root)
 #   ./run.sh cluster up|down|status  the multi-host bed to try: a Kafka cluster and HDFS on their own hosts
+#   ./run.sh docs            serve the documentation site (docs/, mkdocs.yml) on http://127.0.0.1:8000
 #   ./run.sh admin ...       the admin CLI (mqadmin's NameServer commands + time travel; ./run.sh admin --help)
 #   ./run.sh simulate ...    publish a simulated broker fleet (--brokers N --topics M [--slaves K] [--period S])
 #   ./run.sh soak [--minutes N] [--catch-up] [--differential SEQ] [--malformed N] [--kills K]  long runs
@@ -116,11 +117,12 @@ case "$cmd" in
   compat)   setup; exec "$VENV/bin/python" -m pytest --compat tests/compat "$@" ;;
   multihost) setup; exec "$VENV/bin/python" -m pytest --multihost tests/multihost "$@" ;;
   cluster)  setup; exec "$VENV/bin/python" -m ops.cluster "$@" ;;
+  docs)     setup; NO_MKDOCS_2_WARNING=1 exec "$VENV/bin/mkdocs" serve -a 127.0.0.1:8000 "$@" ;;
   simulate) setup; exec "$VENV/bin/python" -m fleet.simulator "$@" ;;
   admin)    setup; exec "$VENV/bin/python" -m admin "$@" ;;
   soak)     setup; exec "$VENV/bin/python" -m fleet.soak "$@" ;;
   bench)    setup; bench_tools; exec "$VENV/bin/python" -m bench "$@" ;;
   setup)    setup; echo "run.sh: ready ($VENV)" ;;
-  -h|--help|help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' ;;
+  -h|--help|help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown command '$cmd' (try: ./run.sh, ./run.sh test, ./run.sh check, ./run.sh compat, ./run.sh admin --help, ./run.sh simulate --help)" ;;
 esac

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import requests
 
-# Exit codes (documented in `namesrv-admin --help` and the README)
+# Exit codes (documented in `namesrv-admin --help` and docs/operations.md)
 OK, REFUSED, USAGE, UNREACHABLE, UNAUTHORIZED = 0, 1, 2, 3, 4
 
 

@@ -518,7 +518,7 @@ def stateapi_benchmark(rep: Report, quick: bool) -> None:
 
 def sources_benchmark(rep: Report, quick: bool) -> None:
     """Our Kafka source against Spark's connector, same fleet, same broker (Apache Kafka: the
-    connector cannot read Tansu's last record batches correctly, see README), same run."""
+    connector cannot read Tansu's last record batches correctly, see docs/tests.md), same run."""
     groups = 1000
     results: dict[str, dict[str, Any]] = {}
     with start_kafka() as broker:

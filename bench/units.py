@@ -177,7 +177,7 @@ def floors(raw: dict[str, Any]) -> list[str]:
                      "Spark's offset and commit logs, the sink) and the job's own columns. py-spy over the Python "
                      "workers: most samples in PySpark's per-group code (each input column to pandas and their "
                      "concatenation, the state and output frames), few in the step; the stage's input is therefore "
-                     "two columns and the step's output object columns (README, Performance).")
+                     "two columns and the step's output object columns (docs/performance.md).")
         out.append(line + " What would move it: heartbeats that change nothing folded by the source and merged "
                    "into `broker_live` columnar, the step called only at a group's timeout (docs/scaling.md).")
     fresh = raw.get("freshness")

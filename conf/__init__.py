@@ -3,7 +3,7 @@
 A field's default, its environment variable, its meaning and its checks are written in one
 place (`setting(...)`); `load_config` reads the variables at each entry point (launcher, job,
 server, simulator, benchmarks) and passes a frozen `Config` down; nothing else in the code base
-looks at the environment. The README's configuration table is generated from the same fields
+looks at the environment. The configuration page's table (docs/configuration.md) is generated from the same fields
 (`settings_table`), and a test keeps the two in step.
 """
 
@@ -39,7 +39,7 @@ def setting(env: str, default: Any, doc: str, *, positive: bool = False, maximum
 
     `positive`: must be > 0 (else >= 0 for numbers); `maximum`: upper bound; `choices`: allowed
     strings; `pattern`: (regular expression a string must match, what that is in words);
-    `secret`: never printed; `shown`: how the README writes the default.
+    `secret`: never printed; `shown`: how docs/configuration.md writes the default.
     """
     return dataclasses.field(default=default, repr=not secret, metadata={
         "env": env, "doc": doc, "positive": positive, "maximum": maximum, "choices": choices, "pattern": pattern,
@@ -93,7 +93,7 @@ class Config:
         "NAMESRV_JOB_STANDBY", False,
         "`./run.sh` also starts a standby job: its SparkSession is up and its Python workers warm; it takes over the "
         "writer's lease the moment the active job dies, or after 5 s without renewal (paused or cut off), and fences "
-        "the old writer's commits (costs a second idle driver; see README, One writer)")
+        "the old writer's commits (costs a second idle driver; see docs/reliability.md, One writer)")
     # 25 s, under one of RocketMQ's heartbeat periods (30 s): a quiet fleet costs one batch per
     # window, and a signal is applied (and, NAMESRV_LIVE_FLUSH_MS being 0, in broker_live) within
     # the window plus a batch, so the served lastUpdateTimestamp stays within one heartbeat interval
@@ -277,7 +277,7 @@ def _shown(f: dataclasses.Field[Any]) -> str:
 
 
 def settings_table() -> str:
-    """The README's configuration table (markdown), generated from the declarations."""
+    """docs/configuration.md's table (markdown), generated from the declarations."""
     lines = ["| variable | default | meaning |", "|---|---|---|"]
     lines += [f"| `{f.metadata['env']}` | {_shown(f)} | {f.metadata['doc']} |" for f in SETTINGS]
     return "\n".join(lines)

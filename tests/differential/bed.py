@@ -10,7 +10,7 @@ Brokers are simulated the way real ones behave towards a NameServer: each addres
 broker process with one connection (its channel), a fixed brokerName and cluster, and any
 brokerId (master/slave switches); dropping the connection is what a crash does.
 
-Accepted differences are named in `ALLOWED` with their reason (the README's "Where this
+Accepted differences are named in `ALLOWED` with their reason (docs/http-api.md, "Where this
 differs from RocketMQ" lists the same); anything else fails with the shrunk sequence.
 """
 

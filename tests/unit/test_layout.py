@@ -1,5 +1,5 @@
 """The layout's promises: who may import whom, semantics references that resolve inside the
-repository, and a README configuration table generated from the settings' declarations."""
+repository, and reference tables of the docs that match the code's declarations."""
 
 from __future__ import annotations
 
@@ -103,17 +103,17 @@ def test_every_semantics_reference_names_a_section_of_docs_semantics():
     assert not missing, f"§ references without a heading in docs/semantics.md: {missing}"
 
 
-def test_readme_configuration_table_is_the_declared_settings():
-    readme = (ROOT / "README.md").read_text()
-    assert settings_table() in readme, ("README's configuration table differs from conf.Config's declarations; "
-                                        "paste the output of `python -c 'import conf; print(conf.settings_table())'`")
+def test_the_configuration_page_is_the_declared_settings():
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    assert settings_table() in page, ("docs/configuration.md's table differs from conf.Config's declarations; "
+                                      "paste the output of `python -c 'import conf; print(conf.settings_table())'`")
 
 
-def test_readme_lists_every_prometheus_metric():
-    """The README's metrics table names every family the code defines (docs match the code)."""
+def test_the_operations_page_lists_every_prometheus_metric():
+    """docs/operations.md's metrics table names every family the code defines (docs match the code)."""
     from remoting.codes import REQUEST_CODES
     from schemas.metrics import JobMetrics, RemotingMetrics, ServerMetrics, SnapshotMetrics
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "operations.md").read_text()
     server = ServerMetrics()
     SnapshotMetrics(server.registry)
     names = set()
@@ -128,7 +128,7 @@ def test_readme_lists_every_prometheus_metric():
     from serving import metrics
     assert all(f'"{n}"' in inspect.getsource(metrics) for n in scrape_time)
     missing = sorted(n for n in names | scrape_time if f"`{n}`" not in readme)
-    assert not missing, f"README's metrics table lacks {missing}"
+    assert not missing, f"docs/operations.md's metrics table lacks {missing}"
 
 
 def _module_imports() -> dict[str, set[str]]:
