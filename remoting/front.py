@@ -135,6 +135,15 @@ class Connection(asyncio.Protocol):
         self.front.channel_closed(self)
 
 
+# the codes answered once their events are published (and, but for broker codes, served)
+WRITE_CODES = frozenset({
+    codes.REGISTER_BROKER, codes.UNREGISTER_BROKER, codes.PUT_KV_CONFIG, codes.DELETE_KV_CONFIG,
+    codes.WIPE_WRITE_PERM_OF_BROKER, codes.ADD_WRITE_PERM_OF_BROKER, codes.DELETE_TOPIC_IN_NAMESRV,
+    codes.REGISTER_TOPIC_IN_NAMESRV, codes.UPDATE_NAMESRV_CONFIG})
+# liveness signals: answered at once, forwarded once per coalescing window
+LIVENESS_CODES = frozenset({codes.BROKER_HEARTBEAT, codes.QUERY_DATA_VERSION})
+
+
 class Front:
     """Connections, dispatch and the write path; `store` is the served-snapshot holder
     (serving.snapshot_store.SnapshotStore), `publisher_factory` builds an EventPublisher."""
@@ -183,6 +192,7 @@ class Front:
                 lambda s: requests.register_topic(s, cmd.ext, cmd.body)),
             codes.UPDATE_NAMESRV_CONFIG: lambda c, cmd: self._admin(requests.update_config(cmd.body)),
         }
+        assert set(self._writes) == WRITE_CODES
 
     # ------------------------------------------------------------ connections
 
@@ -285,7 +295,7 @@ class Front:
         elif code == codes.GET_NAMESRV_CONFIG:
             snap = self.store.current
             reply = replies.stamped(replies.namesrv_config(snap, self.read_only), snap)
-        elif code in (codes.BROKER_HEARTBEAT, codes.QUERY_DATA_VERSION):
+        elif code in LIVENESS_CODES:
             reply = self._heartbeat(cmd)
         elif code in self._writes:
             self._arrived.append((conn, cmd, started))
