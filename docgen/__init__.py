@@ -126,3 +126,67 @@ def write() -> list[Path]:
         path.write_text(page())
         out.append(path)
     return out
+
+
+# ---------------------------------------------------------------- the data-flow picture
+
+# (stage, what it holds or does, the code) in the order an event travels; the picture is drawn from
+# this and carries it, so a test can tell a stale picture
+DATA_FLOW: tuple[tuple[str, str, str], ...] = (
+    ("writers", "brokers and mqadmin over remoting (9876), HTTP writes, the simulator",
+     "remoting/front.py, serving/writes.py"),
+    ("events", "JSON, key = brokerName, published with acks=all", "eventlog/publisher.py, schemas/events.py"),
+    ("Kafka topic", "namesrv-events: the ordered log of every write", "ops/embedded_kafka.py"),
+    ("source, admission", "a partition per Kafka partition; when a batch runs", "pipelines/kafka_source.py"),
+    ("stateful stage", "per broker group: RocketMQ's rules, expiry at deadlines", "pipelines/step.py, routeinfo/"),
+    ("sink", "a commit per changed table, then a snapshots row: one cut", "pipelines/sink.py"),
+    ("Delta tables", "route tables, KV, route_changes, dead_letter, snapshots", "schemas/tables.py"),
+    ("serving", "the newest cut in memory; HTTP and remoting answer from it", "serving/snapshot_store.py"),
+)
+DATA_FLOW_PICTURE = ROOT / "docs" / "dataflow.png"
+
+
+def png_description(path: Path) -> str | None:
+    """The Description text a generated PNG carries (matplotlib's tEXt chunk), or None."""
+    import struct
+    data, i = path.read_bytes(), 8
+    while i < len(data):
+        (n,) = struct.unpack(">I", data[i:i + 4])
+        if data[i + 4:i + 8] == b"tEXt":
+            key, _, value = data[i + 8:i + 8 + n].partition(b"\0")
+            if key == b"Description":
+                return value.decode("latin-1")
+        i += 12 + n
+    return None
+
+
+def data_flow_description() -> str:
+    import json
+    return json.dumps([list(stage) for stage in DATA_FLOW])
+
+
+def draw_data_flow(path: Path = DATA_FLOW_PICTURE) -> Path:
+    """The stages as boxes top to bottom, each with what it does and where its code is."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyBboxPatch
+    n = len(DATA_FLOW)
+    fig, ax = plt.subplots(figsize=(8, 0.85 * n + 0.6))
+    ax.set_xlim(0, 10)
+    ax.set_ylim(0, n)
+    ax.axis("off")
+    for i, (stage, what, code) in enumerate(DATA_FLOW):
+        y = n - 1 - i
+        colour = "#f4c27a" if i < 3 else "#b5d99c" if i < 6 else "#9cc7e8"
+        ax.add_patch(FancyBboxPatch((0.3, y + 0.12), 9.4, 0.7, boxstyle="round,pad=0.02", facecolor=colour,
+                                    edgecolor="#333"))
+        ax.text(0.5, y + 0.47, stage, fontsize=9, weight="bold", va="center")
+        ax.text(2.9, y + 0.6, what, fontsize=7.5, va="center")
+        ax.text(2.9, y + 0.32, code, fontsize=7, va="center", family="monospace", color="#444")
+        if i > 0:
+            ax.annotate("", xy=(5, y + 0.84), xytext=(5, y + 1.1), arrowprops={"arrowstyle": "->", "color": "#333"})
+    ax.set_title("An event's way: from a broker to an answer", fontsize=10)
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Description": data_flow_description()})
+    plt.close(fig)
+    return path

@@ -1,9 +1,10 @@
-"""`python -m docgen`: write the generated reference pages into docs/reference/."""
+"""`python -m docgen`: write the generated reference pages into docs/reference/ and draw docs/dataflow.png."""
 
 from __future__ import annotations
 
-from docgen import write
+from docgen import draw_data_flow, write
 
 if __name__ == "__main__":
     for path in write():
         print(path)
+    print(draw_data_flow())

@@ -20,3 +20,8 @@ def test_every_request_code_and_metric_family_is_on_its_page():
     codes_page = docgen.remoting_page()
     assert all(f"| {code} |" in codes_page for code in REQUEST_CODES)
     assert "| ? |" not in codes_page  # every code is read, liveness or write
+
+
+def test_the_data_flow_picture_shows_the_stages_as_declared():
+    assert docgen.png_description(docgen.DATA_FLOW_PICTURE) == docgen.data_flow_description(), \
+        "docs/dataflow.png is stale: run python -m docgen"
