@@ -5,9 +5,11 @@ Each publishes events and, by default, answers once the served snapshot includes
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request
+from flask.typing import ResponseReturnValue
 
 from conf import Config
 from routeinfo import admin_fanout, route_reads
@@ -19,7 +21,7 @@ from serving.context import snapshot
 bp = Blueprint("admin", __name__)
 
 
-def _perm_command(broker_name: str, build, field: str):
+def _perm_command(broker_name: str, build: Callable[[str], dict[str, Any]], field: str) -> ResponseReturnValue:
     fields.validate_name(broker_name, "brokerName")
     snap, coords = writes.publish([build(broker_name)])
     if snap is None:
@@ -29,19 +31,19 @@ def _perm_command(broker_name: str, build, field: str):
 
 @bp.post("/brokers/<broker_name>/wipe-write-perm")
 @writes.authorized
-def wipe_write_perm(broker_name: str):
+def wipe_write_perm(broker_name: str) -> ResponseReturnValue:
     return _perm_command(broker_name, ev.wipe_write_perm_event, "wipeTopicCount")
 
 
 @bp.post("/brokers/<broker_name>/add-write-perm")
 @writes.authorized
-def add_write_perm(broker_name: str):
+def add_write_perm(broker_name: str) -> ResponseReturnValue:
     return _perm_command(broker_name, ev.add_write_perm_event, "addTopicCount")
 
 
 @bp.delete("/topics/<topic>")
 @writes.authorized
-def delete_topic(topic: str):
+def delete_topic(topic: str) -> ResponseReturnValue:
     fields.validate_topic(topic)
     cluster = request.args.get("cluster") or None
     if cluster is not None:
@@ -55,7 +57,7 @@ def delete_topic(topic: str):
 
 @bp.put("/topics/<topic>/route")
 @writes.authorized
-def register_topic(topic: str):
+def register_topic(topic: str) -> ResponseReturnValue:
     fields.validate_topic(topic)
     raw = writes.json_body().get("queueDatas")
     if not isinstance(raw, list):
@@ -78,14 +80,14 @@ def register_topic(topic: str):
 
 
 @bp.get("/config")
-def get_config():
+def get_config() -> ResponseReturnValue:
     cfg: Config = current_app.config["NAMESRV"]
     return jsonify(config=snapshot().switches, readOnly=cfg.read_only_facts)
 
 
 @bp.put("/config")
 @writes.authorized
-def put_config():
+def put_config() -> ResponseReturnValue:
     body = writes.json_body()
     if not body:
         raise fields.InvalidInput("body must name at least one switch")

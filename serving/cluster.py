@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify, request
+from flask.typing import ResponseReturnValue
 
 from routeinfo import route_reads
 from schemas.fields import validate_addr, validate_name
@@ -13,17 +14,17 @@ bp = Blueprint("cluster", __name__)
 
 
 @bp.get("/cluster")
-def cluster():
+def cluster() -> ResponseReturnValue:
     return Response(route_reads.cluster_info_body(snapshot()), mimetype="application/json")  # once per cut
 
 
 @bp.get("/brokers/live")
-def brokers_live():
+def brokers_live() -> ResponseReturnValue:
     return jsonify(route_reads.live_brokers(snapshot()))
 
 
 @bp.get("/brokers/<cluster>/<broker_addr>/data-version")
-def data_version(cluster: str, broker_addr: str):
+def data_version(cluster: str, broker_addr: str) -> ResponseReturnValue:
     validate_name(cluster, "cluster")
     validate_addr(broker_addr, "brokerAddr")
     fields = ("counter", "timestamp", "stateVersion")
@@ -35,7 +36,7 @@ def data_version(cluster: str, broker_addr: str):
 
 
 @bp.get("/brokers/<broker_name>/master")
-def master(broker_name: str):
+def master(broker_name: str) -> ResponseReturnValue:
     validate_name(broker_name, "brokerName")
     cluster = request.args.get("cluster")
     if cluster is not None:
@@ -44,7 +45,7 @@ def master(broker_name: str):
 
 
 @bp.get("/brokers/<cluster>/<broker_name>/members")
-def members(cluster: str, broker_name: str):
+def members(cluster: str, broker_name: str) -> ResponseReturnValue:
     validate_name(cluster, "cluster")
     validate_name(broker_name, "brokerName")
     return jsonify(route_reads.member_group(snapshot(), cluster, broker_name))

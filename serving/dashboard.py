@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request, send_from_directory
+from flask.typing import ResponseReturnValue
 
 from routeinfo.snapshot import Snapshot
 from schemas.fields import InvalidInput
@@ -48,7 +49,7 @@ def _cut(snap: Snapshot) -> dict[str, Any]:
 
 
 @bp.get("/dashboard/api/groups")
-def groups():
+def groups() -> ResponseReturnValue:
     """Broker groups (cluster, name, members with their last heartbeat), filtered by a substring
     of the cluster, group name or an address, sorted by cluster then name, one page."""
     q, offset, limit = _page()
@@ -76,7 +77,7 @@ def groups():
 
 
 @bp.get("/dashboard/api/topics")
-def topics():
+def topics() -> ResponseReturnValue:
     """Topic names containing a substring (case-insensitive), sorted, one page; or, with `exact`,
     that one name if the cut has it (the route panel asks before it looks a route up)."""
     q, offset, limit = _page()

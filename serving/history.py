@@ -10,6 +10,7 @@ from functools import reduce
 
 import pyarrow.compute as pc
 from flask import Blueprint, jsonify, request
+from flask.typing import ResponseReturnValue
 
 from routeinfo import route_reads
 from schemas import tables as t
@@ -31,7 +32,7 @@ def _paging() -> tuple[int, int]:
 
 
 @bp.get("/history/snapshots")
-def snapshots():
+def snapshots() -> ResponseReturnValue:
     limit, _ = _paging()
     before = request.args.get("before")
     rows, total = store().reader_for_history().list_rows(
@@ -46,7 +47,7 @@ def snapshots():
 
 
 @bp.get("/history/changes")
-def changes():
+def changes() -> ResponseReturnValue:
     limit, offset = _paging()
     args = request.args
     conditions = []
@@ -75,7 +76,7 @@ def changes():
 
 
 @bp.get("/history/diff")
-def diff():
+def diff() -> ResponseReturnValue:
     if "from" not in request.args or "to" not in request.args:
         raise InvalidInput("both 'from' and 'to' instants are required")
     try:

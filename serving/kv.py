@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import Blueprint, jsonify
+from flask.typing import ResponseReturnValue
 
 from routeinfo import kv_manager
 from schemas import events as ev
@@ -25,7 +26,7 @@ def _key(key: str) -> str:
 
 
 @bp.get("/kv/<namespace>")
-def get_namespace(namespace: str):
+def get_namespace(namespace: str) -> ResponseReturnValue:
     try:
         return jsonify(table=kv_manager.read_namespace(snapshot().kv, _namespace(namespace)))
     except kv_manager.KvNotFound as exc:
@@ -33,7 +34,7 @@ def get_namespace(namespace: str):
 
 
 @bp.get("/kv/<namespace>/<anything:key>")
-def get_value(namespace: str, key: str):
+def get_value(namespace: str, key: str) -> ResponseReturnValue:
     try:
         return jsonify(value=kv_manager.read_value(snapshot().kv, _namespace(namespace), key))
     except kv_manager.KvNotFound as exc:
@@ -42,7 +43,7 @@ def get_value(namespace: str, key: str):
 
 @bp.put("/kv/<namespace>/<anything:key>")
 @writes.authorized
-def put_value(namespace: str, key: str):
+def put_value(namespace: str, key: str) -> ResponseReturnValue:
     value = writes.json_body().get("value")
     if not isinstance(value, str):
         raise fields.InvalidInput("body must be {\"value\": \"<string>\"}")
@@ -54,7 +55,7 @@ def put_value(namespace: str, key: str):
 
 @bp.delete("/kv/<namespace>/<anything:key>")
 @writes.authorized
-def delete_value(namespace: str, key: str):
+def delete_value(namespace: str, key: str) -> ResponseReturnValue:
     snap, coords = writes.publish([ev.delete_kv_event(_namespace(namespace), _key(key))])
     if snap is None:
         return writes.accepted(coords)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, jsonify
+from flask.typing import ResponseReturnValue
 
 from conf.version import __version__
 
@@ -302,5 +303,5 @@ def document() -> dict[str, Any]:
 
 
 @bp.get("/openapi.json")
-def openapi():
+def openapi() -> ResponseReturnValue:
     return jsonify(document())

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from flask import Blueprint, Response, jsonify, request
+from flask.typing import ResponseReturnValue
 
 from routeinfo import route_reads
 from schemas.fields import validate_name
@@ -13,7 +17,7 @@ bp = Blueprint("routes", __name__)
 
 
 @bp.get("/topics/<topic>/route")
-def topic_route(topic: str):
+def topic_route(topic: str) -> ResponseReturnValue:
     zone = request.args.get("zone")
     snap = snapshot()
     if zone:
@@ -27,7 +31,7 @@ def topic_route(topic: str):
     return Response(body, mimetype="application/json")
 
 
-def _listed(build):
+def _listed(build: Callable[[], Any]) -> ResponseReturnValue:
     try:
         return jsonify(build())
     except route_reads.Disabled:
@@ -35,31 +39,31 @@ def _listed(build):
 
 
 @bp.get("/topics")
-def topics():
+def topics() -> ResponseReturnValue:
     return _listed(lambda: route_reads.all_topics(snapshot()))
 
 
 @bp.get("/clusters/<cluster>/topics")
-def cluster_topics(cluster: str):
+def cluster_topics(cluster: str) -> ResponseReturnValue:
     validate_name(cluster, "cluster")
     return _listed(lambda: route_reads.topics_by_cluster(snapshot(), cluster))
 
 
 @bp.get("/topics/system")
-def system_topics():
+def system_topics() -> ResponseReturnValue:
     return jsonify(route_reads.system_topics(snapshot()))
 
 
 @bp.get("/topics/unit")
-def unit_topics():
+def unit_topics() -> ResponseReturnValue:
     return _listed(lambda: route_reads.unit_topics(snapshot(), "unit"))
 
 
 @bp.get("/topics/unit-sub")
-def unit_sub_topics():
+def unit_sub_topics() -> ResponseReturnValue:
     return _listed(lambda: route_reads.unit_topics(snapshot(), "unit-sub"))
 
 
 @bp.get("/topics/unit-sub-ununit")
-def unit_sub_ununit_topics():
+def unit_sub_ununit_topics() -> ResponseReturnValue:
     return _listed(lambda: route_reads.unit_topics(snapshot(), "unit-sub-ununit"))

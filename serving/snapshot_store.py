@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -75,7 +76,7 @@ class SnapshotReader:
         order = sorted(range(len(ids)), key=lambda i: -ids[i])[:limit]
         return table.take(order).to_pylist(), total
 
-    def changes(self, version: int, flt) -> list[dict[str, Any]]:
+    def changes(self, version: int, flt: Any) -> list[dict[str, Any]]:
         """route_changes rows as of table version `version` that match the pyarrow filter `flt`."""
         dt = self._table(t.ROUTE_CHANGES, version)
         rows: list[dict[str, Any]] = dt.to_pyarrow_dataset().to_table(filter=flt).to_pylist()
@@ -281,7 +282,7 @@ class SnapshotStore:
         """The history reader, for list/change queries (serialized: its handles are stateful)."""
         return LockedReader(self._history_reader, self._history_lock)
 
-    def wait_for(self, covered, timeout_s: float) -> Snapshot | None:
+    def wait_for(self, covered: Callable[[Snapshot], bool], timeout_s: float) -> Snapshot | None:
         """Block until `covered(snapshot)` holds for the served snapshot, or None after `timeout_s`.
 
         Waiting writers poke the refresher so a new cut is picked up as soon as it is committed.
@@ -341,10 +342,10 @@ class LockedReader:
     def __init__(self, reader: SnapshotReader, lock: threading.Lock) -> None:
         self._reader, self._lock = reader, lock
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Callable[..., Any]:
         method = getattr(self._reader, name)
 
-        def call(*args, **kwargs):
+        def call(*args: Any, **kwargs: Any) -> Any:
             with self._lock:
                 return method(*args, **kwargs)
         return call

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import current_app, request
+from flask.typing import ResponseReturnValue
 
 from conf import Config
 from eventlog.publisher import ReconnectingPublisher
@@ -28,7 +29,7 @@ def authorized(view: Callable) -> Callable:
     """Refuse the request (401) unless it carries `Authorization: Bearer <admin token>`."""
 
     @functools.wraps(view)
-    def wrapper(*args: Any, **kwargs: Any):
+    def wrapper(*args: Any, **kwargs: Any) -> ResponseReturnValue:
         expected = current_app.extensions.get(TOKEN)
         header = request.headers.get("Authorization", "")
         scheme, _, given = header.partition(" ")
@@ -37,7 +38,8 @@ def authorized(view: Callable) -> Callable:
                            "(set NAMESRV_ADMIN_TOKEN or create the token file)")
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected.encode()):
             raise ApiError(401, "NO_PERMISSION", "a valid 'Authorization: Bearer <token>' header is required")
-        return view(*args, **kwargs)
+        result: ResponseReturnValue = view(*args, **kwargs)
+        return result
 
     return wrapper
 
@@ -83,5 +85,5 @@ def offsets_json(coords: list[tuple[int, int]]) -> list[dict[str, int]]:
     return [{"partition": p, "offset": o} for p, o in coords]
 
 
-def accepted(coords: list[tuple[int, int]]):
+def accepted(coords: list[tuple[int, int]]) -> ResponseReturnValue:
     return {"code": "ACCEPTED", "offsets": offsets_json(coords)}, 202

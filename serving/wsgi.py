@@ -4,12 +4,14 @@ from the environment, in the worker process that serves."""
 
 from __future__ import annotations
 
+from flask import Flask
+
 from conf import load_config
 from conf.logs import setup_logging
 from serving.app import create_app
 
 
-def application_factory():
+def application_factory() -> Flask:
     cfg = load_config()
     setup_logging(cfg.log_format)
     return create_app(cfg)
