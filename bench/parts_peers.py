@@ -1,0 +1,364 @@
+"""Parts side by side with peers in one run: the remoting front against RocketMQ's NameServers
+(remoting), and the whole system against RocketMQ's NameServer under one fleet (versus, fleet)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.report import LARGE_FLEET, ROOT, Report
+from bench.system import System, cpu_seconds
+from remoting.client import RemotingClient
+
+PACE_US = 7000  # 64 connections pausing 7 ms after each answer: about 8,000 lookups/s, as the HTTP target
+
+
+def remoting_benchmark(rep: Report, quick: bool) -> None:
+    """Route lookups (code 105) over RocketMQ's protocol, 64 connections, the same Java load
+    generator against our remoting front and RocketMQ's own NameServer holding the same routes."""
+    import json as _json
+
+    from ops import rocketmq_software as rmq
+    from ops import rust_namesrv
+    from ops.procs import processes
+    from remoting import codes
+    from remoting.client import RemotingClient
+    brokers, per_broker = 10, 10
+    seconds, warmup = (10, 3) if quick else (30, 5)
+    topics = [f"BenchTopic-{i}" for i in range(brokers * per_broker)]
+
+    def register_all(addr: str) -> list[RemotingClient]:
+        conns = []
+        for b in range(brokers):
+            table = {t: {"readQueueNums": 8, "writeQueueNums": 8} for t in topics[b * per_broker:(b + 1) * per_broker]}
+            c = RemotingClient(addr)  # kept open: closing a broker's connection unregisters it
+            answer = c.register_broker(cluster="BenchCluster", broker_name=f"bench-{b}", broker_id=0,
+                                       addr=f"127.0.0.1:{41000 + b}", ha_addr=f"127.0.0.1:{42000 + b}", topics=table)
+            assert answer.code == codes.SUCCESS, answer.remark
+            conns.append(c)
+        with RemotingClient(addr) as c:
+            deadline = time.monotonic() + 60
+            while c.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topics[-1]}).code != codes.SUCCESS:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"routes not served by {addr}")
+                time.sleep(0.2)
+        return conns
+
+    def load(addr: str, pause_us: int = 0) -> dict[str, Any]:
+        out = rmq.run_client("RouteLoad", addr, ",".join(topics), "64", str(warmup), str(seconds), str(pause_us),
+                             timeout_s=seconds + warmup + 60)
+        if out.returncode != 0:
+            raise RuntimeError(out.stdout + out.stderr[-2000:])
+        result: dict[str, Any] = _json.loads(out.stdout.strip().splitlines()[-1])
+        return result
+
+    def rss_mib(pid: int) -> float:
+        return next((p.rss_kib for p in processes() if p.pid == pid), 0) / 1024
+
+    with System() as s:
+        ours_addr = f"127.0.0.1:{s.cfg.remoting_port}"
+        conns = register_all(ours_addr)
+        front = next(p for p in processes() if p.role == "remoting" and p.ppid == s.launcher.pid)  # type: ignore[union-attr]
+        c0 = cpu_seconds([front.pid])
+        ours = load(ours_addr)
+        front_cpu = cpu_seconds([front.pid]) - c0
+        # the load runs through warm-up and measurement at about the measured rate; the client's
+        # own start (a JVM) is in the wall time but costs the front nothing
+        rep.raw["remoting_lookups_per_core_s"] = ours["rps"] * (seconds + warmup) / max(front_cpu, 1e-6)
+        ours["rss_mib"] = rss_mib(front.pid)
+        ours_paced = load(ours_addr, PACE_US)
+        for c in conns:
+            c.close()
+    def peer(process: rmq.JavaProcess) -> tuple[dict[str, Any], dict[str, Any]]:
+        try:
+            conns = register_all(process.addr)
+            saturated = load(process.addr)
+            saturated["rss_mib"] = rss_mib(process.proc.pid)
+            paced = load(process.addr, PACE_US)
+            for c in conns:
+                c.close()
+        finally:
+            process.cleanup()
+        return saturated, paced
+
+    # peers: (column, saturated, paced); rocketmq-rust's when it builds here, else why not
+    peers = [("RocketMQ NameServer (Java 5.3.3)", *peer(rmq.start_namesrv()))]
+    binary = rust_namesrv.ensure()
+    if isinstance(binary, Path):
+        peers.append((f"rocketmq-rust {rust_namesrv.VERSION}", *peer(rust_namesrv.start(binary))))
+    rust_note = "" if isinstance(binary, Path) else f" rocketmq-rust's NameServer is not in this run: {binary}."
+    rep.raw["remoting"] = {"ours": ours, "ours_paced": ours_paced,
+                           **{name: {"saturated": sat, "paced": paced} for name, sat, paced in peers}}
+    best_name, best, _ = max(peers, key=lambda p: p[1]["rps"])
+    ratio = ours["rps"] / max(best["rps"], 1)
+    rep.target("route lookups over remoting (code 105), 64 connections, vs the best peer",
+               "≥ the best peer's lookups/s (RocketMQ's Java NameServer, rocketmq-rust's), p99 ≤ 5 ms",
+               f"saturated: ours {ours['rps']:,.0f}/s (p99 {ours['p99_us'] / 1000:.2f} ms); "
+               + "; ".join(f"{n} {s['rps']:,.0f}/s (p99 {s['p99_us'] / 1000:.2f} ms)" for n, s, _ in peers)
+               + f": ratio to the best ({best_name}) {ratio:.2f}; paced ({PACE_US / 1000:.0f} ms pause per "
+               f"connection): ours p99 {ours_paced['p99_us'] / 1000:.2f} ms; front RSS {ours['rss_mib']:.0f} MiB"
+               + rust_note, ratio >= 1 and ours_paced["p99_us"] <= 5000)
+    cols = [("ours (remoting front)", ours, ours_paced), *peers]
+
+    def row(label: str, cell: Callable[[dict[str, Any], dict[str, Any]], str]) -> str:
+        return f"| {label} | " + " | ".join(cell(s, p) for _, s, p in cols) + " |"
+
+    rep.section("Remoting side by side with RocketMQ's NameServers", [
+        f"The same load generator (`jvm/rocketmq/programs/RouteLoad.java`: 64 connections, one request in flight "
+        f"each, JSON headers as a 5.3.3 client writes them, {warmup} s warm-up, {seconds} s measured) asks for the "
+        f"routes of {len(topics)} topics ({brokers} brokers registered over remoting on each side) from our remoting "
+        "front (part of the running system: Tansu, job, HTTP server beside it), from RocketMQ 5.3.3's NameServer "
+        "(NamesrvStartup from the same jars, 128 MiB heap, 2 worker threads) and from rocketmq-rust's NameServer "
+        f"(crates.io `rocketmq-namesrv` {rust_namesrv.VERSION}, built by `ops/rust_namesrv.py`, default settings), "
+        f"one after the other in this run.{rust_note}", "",
+        "| | " + " | ".join(name for name, _, _ in cols) + " |", "|---|" + "---|" * len(cols),
+        row("lookups/s", lambda s, p: f"{s['rps']:,.0f}"),
+        row("ratio ours / this", lambda s, p: f"{ours['rps'] / max(s['rps'], 1):.2f}"),
+        row("p50 / p99", lambda s, p: f"{s['p50_us'] / 1000:.2f} / {s['p99_us'] / 1000:.2f} ms"),
+        row("errors", lambda s, p: str(s["errors"])),
+        row(f"paced ({PACE_US / 1000:.0f} ms pause after each answer, per connection): lookups/s",
+            lambda s, p: f"{p['rps']:,.0f}"),
+        row("paced: p50 / p99", lambda s, p: f"{p['p50_us'] / 1000:.2f} / {p['p99_us'] / 1000:.2f} ms"),
+        row("RSS of the serving process", lambda s, p: f"{s['rss_mib']:.0f} MiB")])
+
+
+def versus_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> None:
+    """Our system and RocketMQ's NameServer under the same fleet (bench/versus.py), one after the other."""
+    from bench import versus
+    from ops import rocketmq_software as rmq
+    from ops.procs import tree
+    sizes, topics = sizes or ((200, 1000) if quick else (1000, 10_000)), 100
+    seconds, probes = (20, 5) if quick else (60, 10)
+    results: dict[str, dict[int, dict[str, Any]]] = {"ours": {}, "rocketmq": {}}
+
+    def measure(addr: str, n: int, pids: Callable[[], list[int]],
+                lag: Callable[[], float] | None = None) -> dict[str, Any]:
+        fleet = versus.RemotingFleet(addr, n, topics)
+        try:
+            with RemotingClient(addr) as reader:  # the last broker's routes answered: all registered
+                versus.wait_route(reader, f"VsTopic-{n - 1}-{topics - 1}", present=True, timeout_s=900)
+            registered_s = fleet.register_s
+            fleet.start()
+            time.sleep(min(30.0, seconds / 2))  # the heartbeats' steady state
+            out: dict[str, Any] = {"register_s": registered_s, **versus.cost(pids, seconds)}
+            if lag is not None:
+                out["lag_s"] = lag()
+            out["fresh"] = versus.freshness(addr, probes, {})
+            out["expiry"] = versus.expiry(addr, probes, {})
+            print(f"   {n} brokers: {out}", flush=True)
+            return out
+        finally:
+            fleet.close()
+
+    for n in sizes:
+        with System() as s:
+            results["ours"][n] = measure(f"127.0.0.1:{s.cfg.remoting_port}", n,
+                                         lambda: [p.pid for p in tree(s.launcher.pid)],  # type: ignore[union-attr]
+                                         s.served_lag_s)
+        java_ns = rmq.start_namesrv(heap="2g", full_jit=True, direct_memory=None)
+        try:
+            results["rocketmq"][n] = measure(java_ns.addr, n, lambda: [java_ns.proc.pid])  # noqa: B023
+        finally:
+            java_ns.cleanup()
+    rep.raw["versus"] = results
+    lines = [
+        f"The same driver (`bench/versus.py`) registers N brokers over RocketMQ's protocol (100 topics each, {versus.POOL} "
+        "connections kept open), lets them heartbeat (904, one-way) every 30 s spread over the period, and measures "
+        f"for {seconds} s: CPU and RSS of everything each side runs (ours: Tansu, the job's JVM and Python workers, "
+        "the HTTP server, the remoting front, the launcher; RocketMQ: NamesrvStartup, 2 GiB heap ceiling, "
+        "Netty's direct memory at the JVM's default, serial GC, "
+        "full JIT); then "
+        f"{probes} registrations of a new topic until its route is answered, and {probes} brokers with "
+        "heartbeatTimeoutMillis 10 s from their last heartbeat until their route is gone. One side after the "
+        "other, in this run, on this machine.", "",
+        "| brokers | | ours | RocketMQ NameServer | ratio ours/RocketMQ |", "|---|---|---|---|---|"]
+    for n in sizes:
+        o, j = results["ours"][n], results["rocketmq"][n]
+        for label, a, b, fmt in (
+                ("CPU, % of a core", o["cpu_pct"], j["cpu_pct"], "{:.1f}"),
+                ("RSS summed over processes, MiB", o["rss_mib"], j["rss_mib"], "{:.0f}"),
+                ("PSS summed (shared pages once), MiB", o.get("pss_mib"), j.get("pss_mib"), "{:.0f}"),
+                ("registering all, s", o["register_s"], j["register_s"], "{:.1f}"),
+                ("registration → route answered, p50 / max s", o["fresh"]["p50_s"], j["fresh"]["p50_s"], "{:.3f}"),
+                ("last heartbeat → route gone (10 s timeout), p50 s", o["expiry"]["p50_s"], j["expiry"]["p50_s"],
+                 "{:.1f}")):
+            if "PSS" in label and a is None:  # a run from before PSS was measured
+                continue
+            ratio = f"{a / b:.2f}" if a is not None and b else "–"
+            lines.append(f"| {n:,} | {label} | {_shown(o, a, label, fmt)} | {_shown(j, b, label, fmt)} | {ratio} |")
+        if o.get("lag_s") is not None:
+            lines.append(f"| {n:,} | oldest event not yet served, at the end of the cost window, s | "
+                         f"{o['lag_s']:.1f} | – (answers at once) | |")
+    rep.section("Side by side with RocketMQ's NameServer under one fleet", lines)
+    big = sizes[-1]
+    o, j = results["ours"][big], results["rocketmq"][big]
+    rep.target(f"{big:,} brokers × 100 topics, 30 s heartbeats, vs RocketMQ's NameServer (CPU, RSS, freshness, expiry)",
+               "measured side by side (no target set)",
+               f"CPU {o['cpu_pct']:.1f} vs {j['cpu_pct']:.1f} % of a core, RSS {o['rss_mib']:.0f} vs {j['rss_mib']:.0f} MiB"
+               + (f" (PSS {o['pss_mib']:.0f} vs {j['pss_mib']:.0f})" if o.get("pss_mib") else "") + ", "
+               f"route answered {_s(o['fresh']['p50_s'], 2)} vs {_s(j['fresh']['p50_s'], 3)} s, gone after "
+               f"{_s(o['expiry']['p50_s'], 1)} vs {_s(j['expiry']['p50_s'], 1)} s", None)
+
+
+FLEET_PLOT = ROOT / "docs" / "fleet-cost.png"
+
+
+def fleet_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> None:
+    """A default-configured fleet (re-registrations every 30 s, 106 every 5 s, then 904s), ours and
+    RocketMQ's NameServer one after the other (bench/fleet.py)."""
+    from bench import fleet
+    from ops import rocketmq_software as rmq
+    from ops.procs import tree
+    sizes = sizes or ((200,) if quick else (1000,))
+    seconds = 20 if quick else 60
+    # Sizes not measured now keep the last run's figures (each carries when it was measured), so a
+    # long size can be run on its own; every size is saved as soon as it is measured.
+    kept = rep.raw.get("fleet", {}) if rep.raw.get("fleet", {}).get("seconds") == seconds else {}
+    results: dict[str, dict[int, dict[str, Any]]] = {
+        side: {int(n): v for n, v in kept.get(side, {}).items() if int(n) not in sizes}
+        for side in ("ours", "rocketmq")}
+    for n in sizes:
+        topics = fleet_topics(n)
+        settings = LARGE_FLEET if n >= 100_000 else {}
+        with System(via_run_sh=False, **settings) as s:
+            results["ours"][n] = fleet.measure_side(
+                f"127.0.0.1:{s.cfg.remoting_port}", n, topics, seconds,
+                lambda: [p.pid for p in tree(s.launcher.pid)],  # type: ignore[union-attr]
+                lambda: {p.pid: p.role for p in tree(s.launcher.pid)},  # type: ignore[union-attr]
+                lambda: fleet.served_live(s.url))
+        unpaired = rep.raw.setdefault("fleet_unpaired", {})
+        unpaired[str(n)] = {**results["ours"][n], "measured": time.time()}
+        rep.save()  # ours is kept (last-run.json) if RocketMQ's side then fails
+        java_ns = rmq.start_namesrv(heap="2g", full_jit=True, direct_memory=None)
+        try:
+            results["rocketmq"][n] = fleet.measure_side(java_ns.addr, n, topics, seconds,
+                                                        lambda: [java_ns.proc.pid])  # noqa: B023
+        finally:
+            java_ns.cleanup()
+        unpaired.pop(str(n), None)
+        for side in results.values():
+            side[n].update(topics=topics, measured=time.time())
+        results["ours"][n]["settings"] = settings
+        rep.raw["fleet"] = {"seconds": seconds, **results}
+        rep.save()
+    fleet_report(rep, results, seconds)
+
+
+
+
+def fleet_topics(brokers: int) -> int:
+    """The issue's fleets: 1,000 × 10, 10,000 × 100, 100,000 × 10 (smaller fleets: 10 topics)."""
+    return 100 if 1_000 < brokers <= 10_000 else 10
+
+
+def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], seconds: float) -> None:
+    """The fleet part's section, target rows and plot from its figures."""
+    from bench import fleet, versus
+    sizes = sorted(results["ours"])
+    fleet.plot(results, FLEET_PLOT)
+    lines = [
+        "A fleet as RocketMQ brokers with default settings behave (`bench/fleet.py`): every broker registered once "
+        f"over kept-open connections ({versus.POOL} connections), then a full REGISTER_BROKER with an unchanged data version "
+        "every 30 s spread over the period (`register`: the liveness path alone); the same plus every broker's "
+        "GET_BROKER_CLUSTER_INFO every 5 s (`register+106`: the whole default fleet); then BROKER_HEARTBEAT (904) "
+        f"instead of the re-registrations (`heartbeat`). Each phase settles for {fleet.SETTLE_S:.0f} s and is measured "
+        f"for {seconds} s over every process of the side (ours: the launcher's tree, Tansu included; RocketMQ: "
+        "NamesrvStartup, 2 GiB heap ceiling, Netty's direct memory at the JVM's default, full JIT). "
+        "One side after the other, in this run, on this machine.", "",
+        f"![CPU per liveness signal against fleet size]({FLEET_PLOT.relative_to(ROOT / 'docs').as_posix()})", "",
+        "A side that cannot answer as fast as the fleet sends slows the fleet down (a broker waits for its "
+        "registration's answer), so the signals each side was sent are shown against the offered rate "
+        "(brokers ÷ 30 s): a side that took fewer was saturated, and its CPU is a floor, not its cost.", "",
+        "| brokers × topics | phase | CPU ours / RocketMQ, % of a core | ratio | PSS ours / RocketMQ, MiB | "
+        "signals/s taken ours / RocketMQ (offered) | CPU per signal ours / RocketMQ, ms | ours by process, % of a core |",
+        "|---|---|---|---|---|---|---|---|"]
+    for n in sizes:
+        o, j = results["ours"][n], results["rocketmq"][n]
+        for name, _, _ in fleet.PHASES:
+            a, b = o[name], j[name]
+            roles = ", ".join(f"{k} {v}" for k, v in a.get("per_role_pct", {}).items() if v)
+            lines.append(f"| {n:,} × {o['topics']} | {name} | {a['cpu_pct']:.1f} / {b['cpu_pct']:.1f} | "
+                         f"{a['cpu_pct'] / b['cpu_pct']:.2f} | {a['pss_mib']:.0f} / {b['pss_mib']:.0f} | "
+                         f"{a['signals_per_s']:.0f} / {b['signals_per_s']:.0f} ({n / 30:.0f}) | "
+                         f"{fleet.per_signal_ms(a):.3f} / {fleet.per_signal_ms(b):.3f} | {roles} |")
+        busy = [f"{side} {r['refused_busy']:,}" for side, r in (("ours", o), ("RocketMQ", j)) if r.get("refused_busy")]
+        busy_note = f" (refused by flow control and sent again a period later: {', '.join(busy)})" if busy else ""
+        lines.append(f"| {n:,} × {o['topics']} | first registrations, until the last route is answered{busy_note}, s | "
+                     f"{o['registered_s']:.1f} / {j['registered_s']:.1f} | {o['registered_s'] / j['registered_s']:.1f} "
+                     "| | | | |")
+        if "live_lag" in o:
+            lag = o["live_lag"]
+            lines.append(f"| {n:,} × {o['topics']} | served `lastUpdateTimestamp` behind each broker's newest "
+                         f"signal: most signals behind; max / p99 s ({lag['samples']:,} looks, one a second for "
+                         f"{fleet.SETTLE_S:.0f} s{_missed(lag)}) | {lag.get('max_signals_behind', '?')}; {lag['max_s']:.1f} / "
+                         f"{lag['p99_s']:.1f} | | | | | |")
+    when = ", ".join(f"{n:,} at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(results['ours'][n]['measured']))}"
+                     for n in sizes if "measured" in results["ours"][n])
+    if when:
+        lines += ["", f"Measured: {when}."]
+    rep.section("A default-configured fleet, side by side with RocketMQ's NameServer", lines)
+    n = 1000 if 1000 in sizes else sizes[0]
+    o, j = results["ours"][n], results["rocketmq"][n]
+    ratio = o["register"]["cpu_pct"] / j["register"]["cpu_pct"]
+    rep.target(f"liveness path: {n:,} brokers re-registering every 30 s, CPU vs RocketMQ's", "≤ 2×",
+               f"{o['register']['cpu_pct']:.1f} vs {j['register']['cpu_pct']:.1f} % of a core ({ratio:.1f}×)",
+               ratio <= 2)
+    whole = o["register+106"]
+    ratio = whole["cpu_pct"] / j["register+106"]["cpu_pct"]
+    rep.target(f"whole default fleet: {n:,} brokers, also 106 every 5 s, CPU vs RocketMQ's; PSS",
+               "≤ 1.5×; ≤ 1.0 GiB", f"{whole['cpu_pct']:.1f} vs {j['register+106']['cpu_pct']:.1f} % of a core "
+               f"({ratio:.1f}×); PSS {whole['pss_mib']:.0f} MiB", ratio <= 1.5 and whole["pss_mib"] <= 1024)
+    if "live_lag" in o:
+        lag = o["live_lag"]
+        rep.target(f"broker_live's lastUpdateTimestamp behind the newest signal, {n:,} brokers re-registering",
+                   "≤ one heartbeat interval (the newest signal at most unserved)",
+                   f"{lag.get('max_signals_behind', '?')} signal(s) behind at most; max {lag['max_s']:.1f} s "
+                   f"(the fleet's own longest interval)", lag.get("max_signals_behind", 99) <= 1)
+    rep.target(f"{n:,} first registrations served", "≤ 3 s",
+               f"{o['registered_s']:.1f} s (RocketMQ {j['registered_s']:.1f} s)", o["registered_s"] <= 3)
+    if 10_000 in sizes:
+        o, j = results["ours"][10_000], results["rocketmq"][10_000]
+        a, b = o["register"], j["register"]
+        ratio = a["cpu_pct"] / b["cpu_pct"]
+        held = a["signals_per_s"] >= 0.95 * 10_000 / 30
+        short = "" if held else f", and only {a['signals_per_s']:.0f} of {10_000 / 30:.0f} signals/s taken"
+        rep.target("10,000 brokers × 100 topics re-registering: CPU vs RocketMQ's; PSS; first registrations",
+                   "≤ 5×; ≤ 1.5 GiB; ≤ 60 s",
+                   f"{a['cpu_pct']:.1f} vs {b['cpu_pct']:.1f} % of a core ({ratio:.1f}×"
+                   f"{short}); "
+                   f"PSS {a['pss_mib']:.0f} MiB; {o['registered_s']:.0f} s",
+                   held and ratio <= 5 and a["pss_mib"] <= 1536 and o["registered_s"] <= 60)
+    if 100_000 in sizes:
+        o, j = results["ours"][100_000], results["rocketmq"][100_000]
+        a, b = o["register"], j["register"]
+        offered = 100_000 / 30
+        tuned = ", ".join(f"{k}={v}" for k, v in o.get("settings", {}).items())
+        rep.target("100,000 brokers × 10 topics re-registering every 30 s: every signal taken"
+                   + (f" ({tuned})" if tuned else ""),
+                   f"{offered:,.0f} signals/s taken",
+                   f"{a['signals_per_s']:,.0f} of {offered:,.0f} signals/s taken at {a['cpu_pct']:.0f} % of a core, "
+                   f"PSS {a['pss_mib']:.0f} MiB, first registrations {o['registered_s']:.0f} s (RocketMQ: "
+                   f"{b['signals_per_s']:,.0f}/s at {b['cpu_pct']:.1f} %, PSS {b['pss_mib']:.0f} MiB, "
+                   f"{j['registered_s']:.0f} s)", a["signals_per_s"] >= 0.95 * offered)
+
+
+def _missed(lag: dict[str, Any]) -> str:
+    """Looks at which a broker was absent from the served list (its pages read across cuts)."""
+    return f"; {lag['missed']:,} looks missed the broker" if lag.get("missed") else ""
+
+
+def _shown(side: dict[str, Any], value: float | None, label: str, fmt: str) -> str:
+    """A versus cell: the figure (with the max for freshness), or why it was not reached."""
+    if value is None:
+        what = side["fresh"] if "answered" in label else side["expiry"]
+        return f"not reached: {what.get('error', '?')}"
+    extra = f" / {side['fresh']['max_s']:.3f}" if "p50 / max" in label else ""
+    return fmt.format(value) + extra
+
+
+def _s(value: float | None, digits: int) -> str:
+    return "not reached" if value is None else f"{value:.{digits}f}"
+
+
