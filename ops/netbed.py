@@ -28,6 +28,11 @@ def missing() -> str | None:
         return "network namespaces need root (CAP_NET_ADMIN); run the multi-host tests as root"
     if shutil.which("ip") is None:
         return "the `ip` command (iproute2) is not installed"
+    probe = f"{NETNS_PREFIX}probe-{os.getpid()}"
+    made = _ip("netns", "add", probe, check=False)
+    _ip("netns", "delete", probe, check=False)
+    if made.returncode != 0:
+        return f"network namespaces cannot be made here: {made.stderr.strip()[:200]}"
     return None
 
 
