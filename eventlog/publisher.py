@@ -31,8 +31,10 @@ class EventPublisher:
         self.max_message_bytes = max_message_bytes
         # acks=all: a write is acknowledged once every in-sync replica has it (min.insync.replicas
         # of a cluster, ops/apache_kafka.start_cluster), so a leader's crash loses nothing that was
-        # acknowledged; with one broker it is acks=1
-        self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
+        # acknowledged; with one broker it is acks=1. Idempotence (kafka-python's default with
+        # acks=all) stays off, as it was with acks=1: a broker whose log was wiped answers an
+        # idempotent producer UnknownProducerIdError, and a repeated event changes nothing here.
+        self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False, linger_ms=5,
                                        max_request_size=max_request_size, request_timeout_ms=10_000,
                                        max_block_ms=connect_timeout_ms, bootstrap_timeout_ms=connect_timeout_ms,
                                        delivery_timeout_ms=20_000)
