@@ -17,7 +17,7 @@ HOSTS = ["namenode", "datanode-1", "datanode-2", "writer-1", "writer-2"]
 
 # run inside a host: claim versions base+1 .. base+rounds of `uri`, one commit attempt each, no retry
 _CLAIM = """
-import json, sys, time
+import json, os, sys, time
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 uri, me, base, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -29,14 +29,18 @@ for r in range(rounds):
         print(json.dumps({"round": r, "won": True}), flush=True)
     except Exception as exc:
         print(json.dumps({"round": r, "won": False, "why": type(exc).__name__}), flush=True)
+os._exit(0)  # see _READ
 """
 
 # run inside a host: the table's version and rows, as a serving replica would read them
 _READ = """
-import json, sys
+import json, os, sys
 from deltalake import DeltaTable
 t = DeltaTable(sys.argv[1])
-print(json.dumps({"version": t.version(), "rows": t.to_pyarrow_table().num_rows}))
+print(json.dumps({"version": t.version(), "rows": t.to_pyarrow_table().num_rows}), flush=True)
+# once in a while the HDFS client's threads abort the interpreter's exit (std::terminate, SIGABRT)
+# after the answer is out; the process leaves without that teardown
+os._exit(0)
 """
 
 
