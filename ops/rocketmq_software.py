@@ -128,7 +128,8 @@ class JavaProcess:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
-def _spawn(name: str, argv: list[str], home: Path) -> JavaProcess:
+def spawn(name: str, argv: list[str], home: Path) -> JavaProcess:
+    """`argv` started in its own session with `home` as its directory, output to `<home>/<name>.out`."""
     log_path = home / f"{name}.out"
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -170,7 +171,7 @@ def start_namesrv(port: int | None = None, *, timeout_s: float = 60.0, heap: str
     conf.write_text("\n".join([f"listenPort={port}", "bindAddress=127.0.0.1", f"kvConfigPath={home}/kvConfig.json",
                                "defaultThreadPoolNums=2", "clientRequestThreadPoolNums=2", "serverWorkerThreads=2",
                                "serverSelectorThreads=1", ""]))
-    p = _spawn("namesrv", java("org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf), home=home,
+    p = spawn("namesrv", java("org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf), home=home,
                                logback="rmq.namesrv.logback.xml", heap=heap,
                                opts=[*([f"-XX:MaxDirectMemorySize={direct_memory}",
                                         "-Dio.netty.allocator.numDirectArenas=1"] if direct_memory else []),
@@ -240,7 +241,7 @@ def _start_broker(namesrv_addr: str, *, cluster: str, broker_name: str, broker_i
     argv = java("org.apache.rocketmq.broker.BrokerStartup", "-c", str(conf), home=home,
                 logback="rmq.broker.logback.xml", heap="256m",
                 opts=["-XX:MaxDirectMemorySize=128m", "-Dio.netty.allocator.numDirectArenas=2", "-Xms256m"], line=line)
-    p = _spawn(f"broker-{broker_name}-{broker_id}", argv, home)
+    p = spawn(f"broker-{broker_name}-{broker_id}", argv, home)
     p.addr = f"127.0.0.1:{port}"
     p.extra = {"ha": f"127.0.0.1:{port + 1}", "brokerName": broker_name, "line": line}
     return _await(p, port, "boot success", timeout_s)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ops.net import free_port, wait_for_port
-from ops.rocketmq_software import JavaProcess
+from ops.rocketmq_software import JavaProcess, spawn
 
 # 1.0.0: the newest on crates.io (2026-11); it needs rustc 1.95 or later, which this machine has
 VERSION = "1.0.0"
@@ -57,13 +57,9 @@ def start(binary: Path, *, timeout_s: float = 30.0) -> JavaProcess:
     """Its NameServer on 127.0.0.1 (free port); `cleanup()` kills it and removes its home."""
     home = Path(tempfile.mkdtemp(prefix="rmq-rust-namesrv-"))
     port = free_port()
-    log_path = home / "namesrv.out"
-    with open(log_path, "ab") as out:
-        proc = subprocess.Popen([str(binary), "--listenPort", str(port), "--bindAddress", "127.0.0.1",
-                                 "--rocketmqHome", str(home), "--kvConfigPath", str(home / "kvConfig.json")],
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=home)
-    p = JavaProcess("rust-namesrv", proc, home, log_path, addr=f"127.0.0.1:{port}", extra={"version": VERSION})
+    p = spawn("rust-namesrv", [str(binary), "--listenPort", str(port), "--bindAddress", "127.0.0.1",
+                               "--rocketmqHome", str(home), "--kvConfigPath", str(home / "kvConfig.json")], home)
+    p.addr, p.extra = f"127.0.0.1:{port}", {"version": VERSION}
     try:
         wait_for_port(port, timeout_s)
         if not p.alive():

@@ -43,7 +43,7 @@ from remoting.protocol import (
     decode,
     next_frame,
 )
-from tests.differential.bed import Side, Touched, Universe, differences, normalise, reset_switches, snapshot_of
+from tests.differential.bed import Side, Touched, Universe, differences, normalise, snapshot_of
 
 # ------------------------------------------------------------------ deliberate differences
 
@@ -511,6 +511,3 @@ def undo(java: Side, req: Request, ours: Seen) -> None:
     elif req.code == codes.REGISTER_TOPIC_IN_NAMESRV:
         java.admin.call(codes.DELETE_TOPIC_IN_NAMESRV, ext)
 
-
-def reset(side: Side) -> None:
-    reset_switches(side)

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from tests.differential import malformed
-from tests.differential.bed import Side, Universe
+from tests.differential.bed import Side, Universe, reset_switches
 from tests.harness import REMOTING_AK, REMOTING_SK, FrontThread
 
 pytestmark = pytest.mark.integration
@@ -70,7 +70,7 @@ def test_malformed_requests_are_answered_as_rocketmq_answers_them(java_namesrv, 
             report = malformed.compare(java_namesrv.addr, ours.addr, req, u, KEYS, tally, java_side, our_side)
         finally:
             for side in (java_side, our_side):
-                malformed.reset(side)
+                reset_switches(side)
         if report is not None:
             failures.append(report)
 
