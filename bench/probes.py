@@ -204,7 +204,7 @@ def restart(sys_: System, kills: int) -> dict[str, Any]:
     for i in range(kills):
         if i:
             time.sleep(62)
-        active = writer_lease.holder(sys_.cfg.data_dir)  # with a standby, the one running the query
+        active = writer_lease.holder(sys_.cfg.store_root)  # with a standby, the one running the query
         assert active is not None and active in {p.pid for p in tree(sys_.launcher_pid())}, "no active job"
         os.kill(active, signal.SIGKILL)
         t0 = time.monotonic()

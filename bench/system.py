@@ -121,6 +121,7 @@ class System:
     def disk_bytes(self, what: str = "warehouse") -> int:
         """Bytes on disk under the warehouse (Delta tables) or the checkpoint (Spark's state)."""
         root = self.cfg.warehouse if what == "warehouse" else self.cfg.checkpoint_dir
+        assert isinstance(root, Path), "the bench measures a local store"
         return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
 
     def lag(self) -> int:

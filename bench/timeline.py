@@ -128,7 +128,7 @@ def expiry_timeline(sys_: System, timeout_ms: int = 5000) -> list[tuple[str, int
 
 def restart_timeline(sys_: System) -> list[tuple[str, int, int]]:
     """SIGKILL the job that holds the lock; a registration published at once → its route served."""
-    active = writer_lease.holder(sys_.cfg.data_dir)
+    active = writer_lease.holder(sys_.cfg.store_root)
     assert active is not None, "no active job"
     begin = _now_ms()
     os.kill(active, signal.SIGKILL)

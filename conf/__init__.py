@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conf.store import StorePath, check_location, is_uri, store_path
+
 # Producer requests (32 MiB) and source fetches (64 MiB) are sized above every accepted record,
 # so an oversize record still arrives and is dead-lettered with its reason, never lost.
 MAX_MESSAGE_BYTES_CEILING = 16 * 1024 * 1024
@@ -49,7 +51,14 @@ def setting(env: str, default: Any, doc: str, *, positive: bool = False, maximum
 @dataclass(frozen=True)
 class Config:
     data_dir: Path = setting("NAMESRV_DATA_DIR", Path("data"),
-                             "Delta warehouse (`delta/`), Spark checkpoint (`checkpoint/`), logs (`logs/`)")
+                             "this host's directory: logs (`logs/`), metrics files, the admin token; also the "
+                             "Delta warehouse (`delta/`), Spark checkpoint (`checkpoint/`) and the writer's leases "
+                             "(`leases/`) while NAMESRV_STORE_URI is empty")
+    store_uri: str = setting(
+        "NAMESRV_STORE_URI", "",
+        "where the Delta warehouse (`delta/`), Spark checkpoint (`checkpoint/`) and the writer's leases (`leases/`) "
+        "live: empty = NAMESRV_DATA_DIR; `hdfs://namenode:port/path` when the job, its standby and the serving "
+        "replicas run on several hosts (docs/deploy.md)", shown="NAMESRV_DATA_DIR")
     kafka_bootstrap: str = setting("NAMESRV_KAFKA_BOOTSTRAP", "",
                                    "external Kafka bootstrap; empty = start the embedded Tansu broker")
     kafka_embedded_port: int = setting("NAMESRV_KAFKA_EMBEDDED_PORT", 19092,
@@ -208,12 +217,17 @@ class Config:
         return not self.kafka_bootstrap
 
     @property
-    def warehouse(self) -> Path:
-        return self.data_dir / "delta"
+    def store_root(self) -> StorePath:
+        """The shared state's root: NAMESRV_STORE_URI, or the data directory."""
+        return store_path(self.store_uri) if self.store_uri else self.data_dir
 
     @property
-    def checkpoint_dir(self) -> Path:
-        return self.data_dir / "checkpoint"
+    def warehouse(self) -> StorePath:
+        return self.store_root / "delta"
+
+    @property
+    def checkpoint_dir(self) -> StorePath:
+        return self.store_root / "checkpoint"
 
     @property
     def log_dir(self) -> Path:
@@ -236,6 +250,12 @@ def load_config(environ: Mapping[str, str] | None = None) -> Config:
         values[f.name] = f.default if raw is None or (raw == "" and not isinstance(f.default, str)) \
             else _parse(f, raw)
     values["data_dir"] = Path(values["data_dir"]).resolve()
+    if values["store_uri"]:
+        reason = check_location(values["store_uri"])
+        if reason is not None:
+            raise ConfigError(f"NAMESRV_STORE_URI={values['store_uri']!r}: {reason}")
+        if not is_uri(values["store_uri"]):
+            values["store_uri"] = str(Path(values["store_uri"]).resolve())
     return Config(**values)
 
 

@@ -16,8 +16,11 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, wait_s: float = 60
             admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
             try:
                 if topic not in admin.list_topics():
+                    # as many copies as the cluster has brokers, up to three (one broker: one copy);
+                    # min.insync.replicas is the brokers' own setting (docs/deploy.md: 2 of 3)
+                    copies = max(1, min(3, len(admin._client.cluster.brokers())))
                     try:
-                        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+                        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=copies)])
                     except TopicAlreadyExistsError:
                         pass
                 described = admin.describe_topics([topic])

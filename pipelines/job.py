@@ -16,6 +16,7 @@ from typing import Any
 
 from conf import STATE_STORES, Config, jvm, load_config
 from conf.logs import setup_logging
+from conf.store import StorePath
 from conf.version import argument_parser
 from eventlog.consumer import FETCH_BYTES
 from eventlog.topics import ensure_topic
@@ -204,7 +205,7 @@ def _warm_quietly(spark: Any, cfg: Config) -> None:
         log.info("Python workers not warmed ahead of the first batch: %s", str(exc).splitlines()[0] if str(exc) else exc)
 
 
-def read_events(spark: Any, cfg: Config, state_import: Path | None = None,
+def read_events(spark: Any, cfg: Config, state_import: StorePath | None = None,
                 lease: writer_lease.Lease | None = None) -> Any:
     """The events topic as a stream of (partition, offset, timestamp ms, key, value) rows, from
     our source (`python`) or Spark's Kafka connector (`connector`), with the same columns.
@@ -218,7 +219,7 @@ def read_events(spark: Any, cfg: Config, state_import: Path | None = None,
                 .option("triggerIntervalMs", str(cfg.trigger_interval_ms))
                 .option("brokerTimeoutMs", str(cfg.broker_timeout_ms))
                 .option("progressDir", str(cfg.warehouse))
-                .option("leaseDir", "" if lease is None else str(lease.data_dir))
+                .option("leaseDir", "" if lease is None else str(lease.root))
                 .option("writerEpoch", "0" if lease is None else str(lease.epoch))
                 .option("stateImport", "" if state_import is None else str(state_import)).load())
     from pyspark.sql.functions import col, unix_millis
@@ -267,9 +268,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     phases["sessionBuilt"] = _now_ms()
     table_paths = [str(cfg.warehouse / table.name) for table in t.ALL_TABLES]
-    lease = writer_lease.acquire(cfg.data_dir, lambda: table_paths, lambda pid: log.info(
+    lease = writer_lease.acquire(cfg.store_root, lambda: table_paths, lambda pid: log.info(
         "standby: job %s is the writer (%s); this job takes over the moment that one ends or stops renewing "
-        "its lease for %.0f s", pid or "?", cfg.data_dir / writer_lease.LEASES, writer_lease.STALE_S),
+        "its lease for %.0f s", pid or "?", cfg.store_root / writer_lease.LEASES, writer_lease.STALE_S),
         keep_warm=lambda: warm_python_workers(spark, cfg))
     phases["leaseTaken"] = _now_ms()
     log.info("writer epoch %d: the tables carry it; an older writer can no longer commit", lease.epoch)

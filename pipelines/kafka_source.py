@@ -18,12 +18,12 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from conf.store import store_path
 from eventlog.consumer import consumer, record_time, true_end
 from eventlog.topics import ensure_topic
 from pipelines import admission, state_layout
@@ -127,7 +127,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.pace_ms = int(options["triggerintervalms"])
         self.wait_s = min(self.pace_ms / 1000, MAX_WAIT_S)
         self.progress_dir = options["progressdir"]
-        self.lease = Lease(Path(options["leasedir"]), int(options["writerepoch"])) if options["leasedir"] else None
+        self.lease = Lease(store_path(options["leasedir"]), int(options["writerepoch"])) if options["leasedir"] else None
         self.state_import = options["stateimport"] or None
         self._last_run = 0.0
         # What the scan of waiting records found (see `_scan_pending`): per partition, the offset the
@@ -336,7 +336,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     def _next_deadline(self) -> int | None:
         if not self.progress_dir:
             return None
-        deadline: int | None = (read_progress(Path(self.progress_dir)) or {}).get("nextDeadline")
+        deadline: int | None = (read_progress(store_path(self.progress_dir)) or {}).get("nextDeadline")
         return deadline
 
     def _scan_pending(self, pending: dict[int, tuple[int, int]]) -> Backlog:
@@ -434,7 +434,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     # -- executor side
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         if isinstance(partition, StateImport):
-            for i, row in enumerate(state_layout.read_import(Path(partition.path))):
+            for i, row in enumerate(state_layout.read_import(store_path(partition.path))):
                 yield (IMPORT_PARTITION, i, 0, row["key"], json.dumps([row["core"], row["topics"]]).encode())
             return
         assert isinstance(partition, KafkaRange)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+from conf.store import StorePath
 
 LOG_CLOCK = "clock"  # our source's offset entry: the batch's log clock per partition (epoch ms)
 
 
-def read_source_offsets(path: Path) -> dict[str, Any]:
+def read_source_offsets(path: StorePath) -> dict[str, Any]:
     """The first source's offsets as written (empty when the file does not exist): ours,
     {"<partition>": offset, "tick": n, "clock": ms}, or the Kafka connector's
     {"<topic>": {"<partition>": offset}}."""
@@ -35,7 +36,7 @@ def read_source_offsets(path: Path) -> dict[str, Any]:
     return {}
 
 
-def batch_times(path: Path, raw: dict[str, Any]) -> dict[str, int]:
+def batch_times(path: StorePath, raw: dict[str, Any]) -> dict[str, int]:
     """When a batch was triggered (`trigger`: Spark's batchTimestampMs), admitted (`admitted`: the
     newest of our source's log clock, taken when it decided to run the batch) and planned
     (`planned`: the offset log written), epoch ms; what is not known is left out. For the
@@ -70,7 +71,7 @@ def partition_offsets(raw: dict[str, Any]) -> dict[str, int]:
     return offsets
 
 
-def read_offset_log(path: Path) -> dict[str, int]:
+def read_offset_log(path: StorePath) -> dict[str, int]:
     return partition_offsets(read_source_offsets(path))
 
 
@@ -112,7 +113,7 @@ def _per_partition(raw: Any) -> dict[int, int]:
 class BatchClocks:
     """The log clock of a batch, read from the offset log once per batch per process."""
 
-    def __init__(self, checkpoint_dir: Path) -> None:
+    def __init__(self, checkpoint_dir: StorePath) -> None:
         self._offsets = checkpoint_dir / "offsets"
         self._cached: tuple[int, LogClock] | None = None
 

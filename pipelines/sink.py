@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from conf.memory import release_memory
+from conf.store import StorePath, store_path
 from pipelines import step_rows
 from pipelines.deadlines import DeadlineBook
 from pipelines.faults import no_fault
@@ -100,7 +101,7 @@ class DeltaSink:
     """The job's only writer. Keeps one DeltaTable handle per table (delta-rs updates a handle
     on write), so a batch opens nothing it already has."""
 
-    def __init__(self, warehouse: Path, checkpoint_dir: Path, *, retention_ms: int,
+    def __init__(self, warehouse: StorePath, checkpoint_dir: StorePath, *, retention_ms: int,
                  maintenance_interval_ms: int | None = None, fault: Callable[[str], None] = no_fault,
                  metrics_dir: Path | None = None, live_flush_ms: int | None = None,
                  state_buckets: int | None = None, lease: Lease | None = None) -> None:
@@ -112,11 +113,11 @@ class DeltaSink:
         `lease`: the writer's role (pipelines/writer_lease.py): checked before every write, its
         epoch on every table and commit (None: not checked; tests that drive the sink alone)."""
         self.lease = lease
-        self.warehouse = Path(warehouse)
+        self.warehouse = store_path(warehouse)
         self.metrics = JobMetrics()
         self.metrics_dir = metrics_dir
         self.fault = fault
-        self.checkpoint_dir = Path(checkpoint_dir)
+        self.checkpoint_dir = store_path(checkpoint_dir)
         self.retention_ms = retention_ms
         self.schedule = None if maintenance_interval_ms is None else MaintenanceSchedule(maintenance_interval_ms)
         self._handles: dict[str, DeltaTable] = {}

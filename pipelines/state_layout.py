@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from conf.store import StorePath
 from pipelines import buckets as bk
 from pipelines.offset_log import read_source_offsets
 from routeinfo import housekeeping
@@ -40,12 +41,12 @@ class LayoutError(RuntimeError):
     """The checkpoint's state must be moved to this job's buckets and this job cannot do it."""
 
 
-def _batches(checkpoint_dir: Path, kind: str) -> list[int]:
+def _batches(checkpoint_dir: StorePath, kind: str) -> list[int]:
     d = checkpoint_dir / kind
     return sorted(int(f.name) for f in d.iterdir() if f.name.isdigit()) if d.is_dir() else []
 
 
-def recorded_buckets(checkpoint_dir: Path) -> int | None:
+def recorded_buckets(checkpoint_dir: StorePath) -> int | None:
     """The bucket count the checkpoint's state is keyed by; None: one key per broker group (no
     layout file, written by a version before buckets)."""
     try:
@@ -55,15 +56,15 @@ def recorded_buckets(checkpoint_dir: Path) -> int | None:
     return int(raw["buckets"])
 
 
-def _replace_text(path: Path, text: str) -> None:
+def _replace_text(path: StorePath, text: str) -> None:
     """Atomically replace `path` (a temporary file beside it, then a rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.namesrv-tmp")
     tmp.write_text(text)
-    tmp.replace(path)
+    tmp.replace(path)  # type: ignore[arg-type]  # a sibling: the same store
 
 
-def record_layout(checkpoint_dir: Path, buckets: int) -> None:
+def record_layout(checkpoint_dir: StorePath, buckets: int) -> None:
     _replace_text(checkpoint_dir / LAYOUT_FILE, json.dumps({"stateKeys": "buckets", "buckets": buckets}) + "\n")
 
 
@@ -96,8 +97,8 @@ def import_rows(state_rows: Iterable[tuple[str, str, str | None]], recorded: int
     return rows, len(groups)
 
 
-def prepare(spark: Any, checkpoint_dir: Path, buckets: int, routing: RoutingConfig, *,
-            can_import: bool = True) -> Path | None:
+def prepare(spark: Any, checkpoint_dir: StorePath, buckets: int, routing: RoutingConfig, *,
+            can_import: bool = True) -> StorePath | None:
     """At start: the import file the next batch must carry (None: the checkpoint is new, already
     in this layout, its import is planned already, or the batch Spark replays first carries it).
     `can_import`: whether the job's source can hand an import over (ours; Spark's Kafka
@@ -136,7 +137,7 @@ def prepare(spark: Any, checkpoint_dir: Path, buckets: int, routing: RoutingConf
     return None if uncommitted is not None else target
 
 
-def carry_import(offsets_file: Path, target: Path) -> None:
+def carry_import(offsets_file: StorePath, target: StorePath) -> None:
     """Add the import entry to a planned batch's offsets in Spark's offset log (`v1`, the batch's
     metadata, then our source's offsets as JSON, possibly as a JSON string). Hadoop's checksum
     beside it is removed: the local file system reads a file without one unverified."""
@@ -150,11 +151,11 @@ def carry_import(offsets_file: Path, target: Path) -> None:
     offsets_file.with_name(f".{offsets_file.name}.crc").unlink(missing_ok=True)
 
 
-def read_import(path: Path) -> list[dict[str, str]]:
+def read_import(path: StorePath) -> list[dict[str, str]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
-def _read_state(spark: Any, checkpoint_dir: Path) -> list[tuple[str, str, str | None]]:
+def _read_state(spark: Any, checkpoint_dir: StorePath) -> list[tuple[str, str, str | None]]:
     """The stateful operator's rows as of the last committed batch (Spark's state data source)."""
     spark.streams.active  # noqa: B018 -- starts the state store coordinator the reader asks for
     df = spark.read.format("statestore").load(str(checkpoint_dir))

@@ -12,13 +12,13 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from conf import Config
 from conf.memory import ReleaseAfter
+from conf.store import StorePath
 from pipelines import buckets as bk
 from pipelines import step_rows as out_rows
 from pipelines.offset_log import BatchClocks, LogClock
@@ -46,7 +46,7 @@ class StepConfig:
     max_clock_skew_ms: int
     # Where Spark's offset log is, for each batch's log clock (None: Spark's Kafka connector,
     # whose offsets carry none; expiry then runs on processing time).
-    checkpoint_dir: Path | None = None
+    checkpoint_dir: StorePath | None = None
     # Broker groups share this many keys of the stateful operator (pipelines/buckets.py).
     buckets: int = 32
 

@@ -6,8 +6,8 @@ A job instance that runs the query holds an epoch E, above every earlier one, an
   on each table, one metadata commit per table; a commit an older writer prepared before that fails
   Delta's own conflict check ("Metadata changed since last commit"), so a writer that was paused, hung
   or cut off can never commit after its successor took over, however late it resumes;
-- its lease file `<data dir>/leases/<E>` names its host, pid and process start, and its mtime is
-  renewed every RENEW_S.
+- its lease file `<store>/leases/<E>` (the store: NAMESRV_STORE_URI, else the data directory) names
+  its host, pid and process start, and its modification time is renewed every RENEW_S.
 
 A standby takes over when the newest lease is stale (not renewed for STALE_S: its holder is paused,
 hung or cut off) or names a process of this host that no longer runs (a death is seen at once). An
@@ -15,7 +15,9 @@ old writer learns that it was fenced from a lease file newer than its own: its r
 source (before a batch is planned) and its sink (before every write) look, and the job leaves on its
 own (exit code FENCED_EXIT); the launcher starts it again, as the standby. The lease files are the
 only thing two jobs write in common, each its own file; creating `leases/<E>` exclusively decides
-between two standbys that take over at once.
+between two standbys that take over at once (on HDFS one NameNode operation, so also between two
+hosts). A lease's age is its modification time against this host's clock: the hosts' clocks must
+agree to well under STALE_S (NTP), as Kafka's record times already assume.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conf.store import StorePath, store_path
+
 LEASES = "leases"
 EPOCH_PROPERTY = "namesrv.writerEpoch"
 RENEW_S = 0.5
@@ -46,21 +50,21 @@ class Fenced(RuntimeError):
     """A newer writer took over: this one must not write."""
 
 
-def _dir(data_dir: Path) -> Path:
-    return Path(data_dir) / LEASES
+def _dir(root: StorePath) -> StorePath:
+    return store_path(root) / LEASES
 
 
-def _epochs(data_dir: Path) -> list[int]:
+def _epochs(root: StorePath) -> list[int]:
     try:
-        return sorted(int(n) for n in os.listdir(_dir(data_dir)) if n.isdigit())
+        return sorted(int(p.name) for p in _dir(root).iterdir() if p.name.isdigit())
     except FileNotFoundError:
         return []
 
 
-def newest(data_dir: Path) -> tuple[int, dict[str, Any], float] | None:
+def newest(root: StorePath) -> tuple[int, dict[str, Any], float] | None:
     """The newest lease: (epoch, its record, seconds since it was renewed); None when there is none."""
-    for epoch in reversed(_epochs(data_dir)):
-        path = _dir(data_dir) / str(epoch)
+    for epoch in reversed(_epochs(root)):
+        path = _dir(root) / str(epoch)
         try:
             record = json.loads(path.read_text() or "{}")
             age = time.time() - path.stat().st_mtime
@@ -70,9 +74,9 @@ def newest(data_dir: Path) -> tuple[int, dict[str, Any], float] | None:
     return None
 
 
-def holder(data_dir: Path) -> int | None:
+def holder(root: StorePath) -> int | None:
     """The pid of the newest lease's holder (for people and the benchmarks' kill probe)."""
-    lease = newest(data_dir)
+    lease = newest(root)
     return None if lease is None else lease[1].get("pid")
 
 
@@ -103,16 +107,16 @@ def vacant(lease: tuple[int, dict[str, Any], float] | None) -> bool:
 
 @dataclass
 class Lease:
-    data_dir: Path
+    root: StorePath  # where `leases/` is: the store's root
     epoch: int
 
     @property
-    def path(self) -> Path:
-        return _dir(self.data_dir) / str(self.epoch)
+    def path(self) -> StorePath:
+        return _dir(self.root) / str(self.epoch)
 
     def fenced_by(self) -> int | None:
         """The epoch of a newer writer, if one took over."""
-        newer = [e for e in _epochs(self.data_dir) if e > self.epoch]
+        newer = [e for e in _epochs(self.root) if e > self.epoch]
         return max(newer) if newer else None
 
     def check(self) -> None:
@@ -122,7 +126,7 @@ class Lease:
             raise Fenced(f"writer epoch {self.epoch} was taken over by epoch {newer}; it writes nothing more")
 
     def renew(self) -> None:
-        os.utime(self.path)
+        self.path.touch()
 
     def keep(self, on_fenced: Callable[[int], None], stop: threading.Event) -> threading.Thread:
         """Renew every RENEW_S from a daemon thread; `on_fenced(newer epoch)` once fenced (it does not
@@ -147,33 +151,32 @@ def table_epoch(properties: dict[str, str]) -> int:
     return int(raw) if raw.isdigit() else 0
 
 
-def take(data_dir: Path, table_paths: Iterable[str]) -> Lease | None:
+def take(root: StorePath, table_paths: Iterable[str]) -> Lease | None:
     """Take the writer's role now: the next epoch's lease file, created exclusively (None: another
     standby took it first), then the epoch on every existing table, which fences the old writer's
     commits. Tables created later get it from `DeltaSink.ensure_tables`."""
     from deltalake import DeltaTable
     paths = [p for p in table_paths if DeltaTable.is_deltatable(p)]
     tables = [DeltaTable(p) for p in paths]
-    epoch = max([0, *_epochs(data_dir), *(table_epoch(dt.metadata().configuration) for dt in tables)]) + 1
-    _dir(data_dir).mkdir(parents=True, exist_ok=True)
+    epoch = max([0, *_epochs(root), *(table_epoch(dt.metadata().configuration) for dt in tables)]) + 1
+    _dir(root).mkdir(parents=True, exist_ok=True)
     try:
-        fd = os.open(_dir(data_dir) / str(epoch), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with (_dir(root) / str(epoch)).open("x") as f:
+            f.write(json.dumps({**_me(), "takenAt": int(time.time() * 1000)}))
     except FileExistsError:
         return None
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps({**_me(), "takenAt": int(time.time() * 1000)}))
     # One metadata commit per table, side by side (delta-rs lets go of the GIL): one after another
     # they were most of a standby's half-second takeover of the lease.
     with ThreadPoolExecutor(max_workers=len(tables) or 1) as pool:
         list(pool.map(lambda dt: dt.alter.set_table_properties({EPOCH_PROPERTY: str(epoch)},
                                                                 raise_if_not_exists=False), tables))
-    for old in _epochs(data_dir):
+    for old in _epochs(root):
         if old < epoch - 1:  # the previous one stays for people (who held it); older ones go
-            (_dir(data_dir) / str(old)).unlink(missing_ok=True)
-    return Lease(Path(data_dir), epoch)
+            (_dir(root) / str(old)).unlink(missing_ok=True)
+    return Lease(store_path(root), epoch)
 
 
-def acquire(data_dir: Path, table_paths: Callable[[], Iterable[str]], on_wait: Callable[[int | None], None], *,
+def acquire(root: StorePath, table_paths: Callable[[], Iterable[str]], on_wait: Callable[[int | None], None], *,
             keep_warm: Callable[[], None] | None = None, warm_every_s: float = 40.0, poll_s: float = 0.05) -> Lease:
     """Take the writer's role, waiting while a live writer holds it (`on_wait` is told its pid first).
     While waiting, `keep_warm` runs every `warm_every_s` (Spark ends Python workers idle for a minute;
@@ -181,9 +184,9 @@ def acquire(data_dir: Path, table_paths: Callable[[], Iterable[str]], on_wait: C
     told = False
     warmed = -float("inf")
     while True:
-        lease = newest(data_dir)
+        lease = newest(root)
         if vacant(lease):
-            taken = take(data_dir, table_paths())
+            taken = take(root, table_paths())
             if taken is not None:
                 return taken
             continue

@@ -24,46 +24,46 @@ compares the two: the job is running and has committed a batch since it started 
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
+
+from conf.store import StorePath, store_path
 
 PROGRESS_FILE = "_progress.json"
 JOB_FILE = "_job.json"
 
 
-def _write(warehouse: Path, name: str, record: dict[str, Any]) -> None:
+def _write(warehouse: StorePath, name: str, record: dict[str, Any]) -> None:
     """Atomically replace a record (write a temporary file, then rename)."""
-    tmp = Path(warehouse) / (name + ".tmp")
+    tmp = store_path(warehouse) / (name + ".tmp")
     tmp.write_text(json.dumps(record, sort_keys=True))
-    os.replace(tmp, Path(warehouse) / name)
+    tmp.replace(store_path(warehouse) / name)  # type: ignore[arg-type]  # same store by construction
 
 
-def _read(warehouse: Path, name: str) -> dict[str, Any] | None:
+def _read(warehouse: StorePath, name: str) -> dict[str, Any] | None:
     try:
-        record: dict[str, Any] = json.loads((Path(warehouse) / name).read_text())
+        record: dict[str, Any] = json.loads((store_path(warehouse) / name).read_text())
     except FileNotFoundError:
         return None
     return record
 
 
-def write_progress(warehouse: Path, progress: dict[str, Any]) -> None:
+def write_progress(warehouse: StorePath, progress: dict[str, Any]) -> None:
     _write(warehouse, PROGRESS_FILE, progress)
 
 
-def read_progress(warehouse: Path) -> dict[str, Any] | None:
+def read_progress(warehouse: StorePath) -> dict[str, Any] | None:
     return _read(warehouse, PROGRESS_FILE)
 
 
-def write_job_start(warehouse: Path, started_ms: int, phases: dict[str, int] | None = None) -> None:
+def write_job_start(warehouse: StorePath, started_ms: int, phases: dict[str, int] | None = None) -> None:
     _write(warehouse, JOB_FILE, {"startedAt": started_ms, "phases": phases or {}})
 
 
-def read_job_record(warehouse: Path) -> dict[str, Any] | None:
+def read_job_record(warehouse: StorePath) -> dict[str, Any] | None:
     return _read(warehouse, JOB_FILE)
 
 
-def read_job_start(warehouse: Path) -> int | None:
+def read_job_start(warehouse: StorePath) -> int | None:
     record = _read(warehouse, JOB_FILE)
     return None if record is None else int(record["startedAt"])
 

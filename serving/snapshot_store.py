@@ -9,7 +9,6 @@ never waits on a load. Flask-free: the HTTP server, the remoting front and the n
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from conf.memory import release_memory
+from conf.store import StorePath, store_path
 from routeinfo.snapshot import Snapshot, build_snapshot
 from schemas import tables as t
 from schemas.metrics import SnapshotMetrics
@@ -34,11 +34,17 @@ WATCH_S = 0.02
 RELEASE_AFTER_ROWS = 100_000  # topic_queue rows above which a reload gives its memory back
 
 
+def _parquet_source(path: StorePath) -> str | pa.BufferReader:
+    """What pyarrow reads a data file from: its local path, or its bytes read off HDFS (pyarrow's
+    own HDFS client needs libhdfs, a native Hadoop build that Maven's jars do not carry)."""
+    return str(path) if isinstance(path, Path) else pa.BufferReader(path.read_bytes())
+
+
 class SnapshotReader:
     """Reads cuts from the warehouse; keeps DeltaTable handles to load versions incrementally."""
 
-    def __init__(self, warehouse: Path) -> None:
-        self.warehouse = Path(warehouse)
+    def __init__(self, warehouse: StorePath) -> None:
+        self.warehouse = store_path(warehouse)
         self._handles: dict[str, DeltaTable] = {}
         self._rows: dict[str, tuple[int, list[dict[str, Any]]]] = {}  # table -> (version, rows) last loaded
         self._files: dict[str, dict[str, pa.Table]] = {}  # table -> data file -> its rows, as last read
@@ -105,7 +111,8 @@ class SnapshotReader:
         paths = pa.table(dt.get_add_actions(flatten=True)).column("path").to_pylist()
         kept = self._files.get(table.name, {})
         root = self.warehouse / table.name
-        parts = {p: kept[p] if p in kept else pq.read_table(root / unquote(p), schema=table.schema) for p in paths}
+        parts = {p: kept[p] if p in kept else pq.read_table(_parquet_source(root / unquote(p)), schema=table.schema)
+                 for p in paths}
         self._files[table.name] = parts
         return pa.concat_tables(parts.values()) if parts else table.schema.empty_table()
 
@@ -327,13 +334,13 @@ class SnapshotStore:
                 if time.monotonic() >= due or self._progress_mark() != seen:
                     break
 
-    def _progress_mark(self) -> tuple[int, int] | None:
+    def _progress_mark(self) -> tuple[int, int, int] | None:
         """Identifies the progress record's current version (it is replaced by a rename)."""
         try:
-            st = os.stat(self.reader.warehouse / PROGRESS_FILE)
+            st = (self.reader.warehouse / PROGRESS_FILE).stat()
         except OSError:
             return None
-        return st.st_ino, st.st_mtime_ns
+        return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 class LockedReader:

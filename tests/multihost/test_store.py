@@ -84,6 +84,41 @@ def test_a_delta_version_is_claimed_by_exactly_one_of_two_hosts(store, figures):
     assert table.version() == rounds and table.to_pyarrow_table().num_rows == rounds + 1
 
 
+def test_the_jobs_own_files_keep_their_local_meaning_on_hdfs(store):
+    """What the job and the readers do with their small files (conf/store.py), as pathlib does it
+    on a local disk: an exclusive create decides between two creators, a rename replaces, a touch
+    renews the modification time, and what is missing is FileNotFoundError."""
+    from conf.store import store_path
+    _bed, fs = store
+    root = store_path(f"{fs.url}/namesrv-files")
+    leases = root / "leases"
+    leases.mkdir(parents=True, exist_ok=True)
+    leases.mkdir(parents=True, exist_ok=True)
+    with (leases / "1").open("x") as f:
+        f.write('{"pid": 1}')
+    with pytest.raises(FileExistsError):
+        (leases / "1").open("x")
+    assert json.loads((leases / "1").read_text()) == {"pid": 1}
+    before = (leases / "1").stat().st_mtime
+    time.sleep(0.05)
+    (leases / "1").touch()
+    assert (leases / "1").stat().st_mtime > before
+    tmp = root / "_progress.json.tmp"
+    tmp.write_text('{"batchId": 2}')
+    tmp.replace(root / "_progress.json")
+    tmp.write_text('{"batchId": 3}')
+    tmp.replace(root / "_progress.json")
+    assert json.loads((root / "_progress.json").read_text()) == {"batchId": 3} and not tmp.exists()
+    assert sorted(p.name for p in root.iterdir()) == ["_progress.json", "leases"]
+    assert root.is_dir() and not (root / "_progress.json").is_dir()
+    (leases / "1").unlink()
+    (leases / "1").unlink(missing_ok=True)
+    with pytest.raises(FileNotFoundError):
+        (leases / "1").read_text()
+    with pytest.raises(FileNotFoundError):
+        list((root / "none").iterdir())
+
+
 def test_every_host_reads_what_another_committed_and_a_datanode_crash_loses_nothing(store, figures):
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
