@@ -3,7 +3,9 @@
 granian was chosen by measurement (see BENCHMARKS.md): its HTTP handling is Rust, and one
 worker process with NAMESRV_HTTP_THREADS Python threads shares one in-memory snapshot. The
 app is built in the worker by `serving.wsgi.application_factory`, which reads the same
-configuration; this entry point only validates it first, so a bad value fails here, once.
+configuration, starts the app (`serving.lifecycle`: the first refresh, then the refresher
+thread) before the worker takes a request, and stops it when the worker exits; this entry point
+only validates the configuration first, so a bad value fails here, once.
 """
 
 from __future__ import annotations

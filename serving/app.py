@@ -1,4 +1,8 @@
-"""Flask application factory: nothing happens at import time; tests build their own app."""
+"""Flask application factory: nothing happens at import time, and the factory only wires (config,
+blueprints, error handlers, the resources' objects): it reads no table, starts no thread and opens
+no connection. The snapshot store's first refresh and refresher thread, and closing the Kafka
+clients, are `serving.lifecycle.start` / `stop`, which the entry point that serves calls
+(`serving.wsgi`); tests build their own app and start it only when they want it refreshing."""
 
 from __future__ import annotations
 
@@ -10,8 +14,8 @@ from conf.tokens import admin_token
 from eventlog.lag import LagProbe
 from eventlog.publisher import EventPublisher, ReconnectingPublisher
 from schemas.metrics import ServerMetrics, SnapshotMetrics
-from serving import admin, cluster, dashboard, errors, health, history, kv, metrics, openapi, routes, writes
-from serving.context import EXTENSION, stamp_snapshot
+from serving import admin, cluster, dashboard, errors, health, history, kv, lifecycle, metrics, openapi, routes, writes
+from serving.context import stamp_snapshot
 from serving.fastpath import RouteBodies
 from serving.metrics import ServedCutCollector
 from serving.snapshot_store import SnapshotReader, SnapshotStore
@@ -21,7 +25,7 @@ class AnythingConverter(PathConverter):
     regex = "(?s:[^/].*?)"
 
 
-def create_app(cfg: Config, *, start_refresher: bool = True) -> Flask:
+def create_app(cfg: Config) -> Flask:
     app = Flask("namesrv", static_folder=None)
     app.config["NAMESRV"] = cfg
     app.json.sort_keys = True  # type: ignore[attr-defined]
@@ -32,15 +36,14 @@ def create_app(cfg: Config, *, start_refresher: bool = True) -> Flask:
     m = ServerMetrics()
     snapshots = SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000,
                               retention_ms=cfg.history_retention_ms, metrics=SnapshotMetrics(m.registry))
-    m.registry.register(ServedCutCollector(snapshots, LagProbe(cfg.bootstrap, cfg.kafka_topic)))
-    snapshots.refresh()
-    if start_refresher:
-        snapshots.start()
-    app.extensions[EXTENSION] = snapshots
+    lag = LagProbe(cfg.bootstrap, cfg.kafka_topic)  # connects on the first scrape
+    m.registry.register(ServedCutCollector(snapshots, lag))
+    publisher = ReconnectingPublisher(  # connects on the first write
+        lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes))
+    lifecycle.init_app(app, snapshots, closing=(publisher, lag))
     app.extensions[metrics.EXTENSION] = m
     app.extensions[writes.TOKEN] = admin_token(cfg)
-    app.extensions[writes.PUBLISHER] = ReconnectingPublisher(
-        lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes))
+    app.extensions[writes.PUBLISHER] = publisher
     errors.register(app)
     app.before_request(metrics.name_endpoint)
     app.after_request(stamp_snapshot)

@@ -53,8 +53,10 @@ class Pipeline:
     def start_http(self) -> Pipeline:
         from waitress import create_server
 
+        from serving import lifecycle
         from serving.app import create_app
         self.app = create_app(self.cfg)
+        lifecycle.start(self.app)  # its first refresh, then its refresher thread; `close` stops it
         self._server = create_server(self.app, host="127.0.0.1", port=0, threads=4)
         self.url = f"http://127.0.0.1:{self._server.effective_port}"
         self._closing = False
@@ -101,9 +103,10 @@ class Pipeline:
         self.stop_remoting()
         self.stop_job()
         if self._server is not None:
+            from serving import lifecycle
             self._closing = True
-            self.app.extensions["namesrv.snapshots"].stop()
             self._server.close()
+            lifecycle.stop(self.app)
         self.publisher.close()
 
     # -- I/O

@@ -51,20 +51,22 @@ def dashboard(tmp_path_factory):
                 now + 2100)
     from waitress import create_server
 
+    from serving import lifecycle
     from serving.app import create_app
     cfg = load_config({"NAMESRV_DATA_DIR": str(data), "NAMESRV_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port()}"})
-    app = create_app(cfg)
-    server = create_server(app, host="127.0.0.1", port=0, threads=4)
-    threading.Thread(target=server.run, daemon=True).start()
-    url = f"http://127.0.0.1:{server.effective_port}"
-    cuts = requests.get(url + "/history/snapshots", timeout=10).json()["snapshots"]
-    first = min(c["commitTime"] for c in cuts)
-    between = math.ceil(first / 1000) * 1000  # whole seconds (what the instant picker sets)
-    assert between < max(c["commitTime"] for c in cuts)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    yield url, between
-    app.extensions["namesrv.snapshots"].stop()
-    server.close()
+    with lifecycle.running(create_app(cfg)) as app:
+        server = create_server(app, host="127.0.0.1", port=0, threads=4)
+        threading.Thread(target=server.run, daemon=True).start()
+        try:
+            url = f"http://127.0.0.1:{server.effective_port}"
+            cuts = requests.get(url + "/history/snapshots", timeout=10).json()["snapshots"]
+            first = min(c["commitTime"] for c in cuts)
+            between = math.ceil(first / 1000) * 1000  # whole seconds (what the instant picker sets)
+            assert between < max(c["commitTime"] for c in cuts)
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            yield url, between
+        finally:
+            server.close()
 
 
 def utc_input(ms: int) -> str:

@@ -16,6 +16,7 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
     status_code_conformance,
 )
 
+from serving import lifecycle  # noqa: E402
 from serving.app import create_app  # noqa: E402
 from tests.harness import ADMIN_TOKEN, Pipeline  # noqa: E402
 from tests.helpers import reg, topics  # noqa: E402
@@ -28,11 +29,12 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 def api_schema(spark, kafka_bootstrap, tmp_path_factory):
     p = Pipeline(spark, kafka_bootstrap, tmp_path_factory.mktemp("fuzz-http"),
                  NAMESRV_WRITE_TIMEOUT_MS="20000").start_job().start_http()
-    p.wait_served(p.publish([reg("broker-a", 0, "127.0.0.1:35911", tps=topics("TopicTest", "Base"))]))
-    app = create_app(p.cfg)
-    yield schemathesis.openapi.from_wsgi("/openapi.json", app)
-    app.extensions["namesrv.snapshots"].stop()
-    p.close()
+    try:
+        p.wait_served(p.publish([reg("broker-a", 0, "127.0.0.1:35911", tps=topics("TopicTest", "Base"))]))
+        with lifecycle.running(create_app(p.cfg)) as app:
+            yield schemathesis.openapi.from_wsgi("/openapi.json", app)
+    finally:
+        p.close()
 
 
 def test_no_5xx_and_answers_match_the_document(api_schema, figures):

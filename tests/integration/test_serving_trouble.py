@@ -15,6 +15,7 @@ from deltalake import DeltaTable
 
 from conf import load_config
 from schemas import events as ev
+from serving import lifecycle
 from serving.app import create_app
 from tests.delta_history import SinkDriver
 from tests.helpers import reg, topics
@@ -34,7 +35,9 @@ def serve(app):
 def test_unreadable_snapshot_keeps_the_last_good_one_and_reports_degraded(tmp_path):
     d = SinkDriver(tmp_path / "delta")
     d.run_batch([reg("trouble-a", 0, "127.0.0.1:33911", tps=topics("TrTopic", "TrBase"))], int(time.time() * 1000))
-    app = create_app(load_config({"NAMESRV_DATA_DIR": str(tmp_path)}), start_refresher=False)
+    app = create_app(load_config({"NAMESRV_DATA_DIR": str(tmp_path)}))
+    store = app.extensions["namesrv.snapshots"]
+    assert store.refresh() is True  # no refresher thread: this test alone refreshes
     client = app.test_client()
     assert client.get("/topics/TrTopic/route").status_code == 200
     d.run_batch([ev.delete_topic_event("TrTopic", "trouble-a")], int(time.time() * 1000))
@@ -44,7 +47,6 @@ def test_unreadable_snapshot_keeps_the_last_good_one_and_reports_degraded(tmp_pa
         path = uri.removeprefix("file://")
         import os
         os.remove(path)
-    store = app.extensions["namesrv.snapshots"]
     assert store.refresh() is False
     health = client.get("/healthz")
     assert health.status_code == 503 and health.json["status"] == "degraded" and health.json["lastError"]
@@ -58,6 +60,7 @@ def test_lookups_never_fail_while_snapshots_swap(tmp_path, figures):
     d.run_batch([reg(f"swap-{g}", 0, f"127.0.0.1:{34000 + g}", tps=topics("SwapTopic", "SwapBase"))
                  for g in range(5)], now)
     app = create_app(load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_REFRESH_INTERVAL_MS": "20"}))
+    lifecycle.start(app)
     server, url = serve(app)
     stop = threading.Event()
     swaps_before = app.extensions["namesrv.snapshots"].current.snapshot_id
@@ -85,8 +88,8 @@ def test_lookups_never_fail_while_snapshots_swap(tmp_path, figures):
         with ThreadPoolExecutor(8) as pool:
             results = [s for batch in pool.map(reader, range(8)) for s in batch]
     finally:
-        app.extensions["namesrv.snapshots"].stop()
         server.close()
+        lifecycle.stop(app)
     swaps = app.extensions["namesrv.snapshots"].current.snapshot_id - swaps_before
     figures(f"serving during swaps: {len(results)} lookups from 8 threads over {swaps} snapshot swaps, "
             f"{sum(1 for s in results if s != 200)} errors")
@@ -94,8 +97,7 @@ def test_lookups_never_fail_while_snapshots_swap(tmp_path, figures):
 
 
 def test_body_limit_and_the_token_never_logged(tmp_path, caplog):
-    app = create_app(load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_ADMIN_TOKEN": TOKEN}),
-                     start_refresher=False)
+    app = create_app(load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_ADMIN_TOKEN": TOKEN}))
     client = app.test_client()
     big = {"value": "x" * (2 * 1024 * 1024)}
     with caplog.at_level(logging.DEBUG):
@@ -119,7 +121,7 @@ def test_a_write_while_kafka_is_unreachable_is_refused_with_503(tmp_path):
     from ops.net import free_port
     port = free_port()  # nothing listens there
     app = create_app(load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_ADMIN_TOKEN": TOKEN,
-                                  "NAMESRV_KAFKA_BOOTSTRAP": f"127.0.0.1:{port}"}), start_refresher=False)
+                                  "NAMESRV_KAFKA_BOOTSTRAP": f"127.0.0.1:{port}"}))
     started = time.time()
     r = app.test_client().put("/kv/ns/k", json={"value": "v"}, headers={"Authorization": f"Bearer {TOKEN}"})
     assert r.status_code == 503 and r.json["code"] == "SYSTEM_BUSY" and "nothing was written" in r.json["remark"]

@@ -19,7 +19,7 @@ def flask_operations(app) -> set[tuple[str, str]]:
 
 
 def test_every_route_is_documented_and_every_documented_route_exists(tmp_path):
-    app = create_app(load_config({"NAMESRV_DATA_DIR": str(tmp_path)}), start_refresher=False)
+    app = create_app(load_config({"NAMESRV_DATA_DIR": str(tmp_path)}))
     documented = {(p, m) for p, item in document()["paths"].items() for m in item}
     assert flask_operations(app) == documented
 
@@ -33,7 +33,7 @@ def test_path_parameters_are_declared(tmp_path):
 
 
 def test_served_document_and_refs_resolve(tmp_path):
-    app = create_app(load_config({"NAMESRV_DATA_DIR": str(tmp_path)}), start_refresher=False)
+    app = create_app(load_config({"NAMESRV_DATA_DIR": str(tmp_path)}))
     doc = app.test_client().get("/openapi.json").json
     assert doc["openapi"].startswith("3.1")
     text = str(doc)
