@@ -133,14 +133,16 @@ class Lease:
         renew then: the successor's lease is the live one)."""
         def run() -> None:
             while not stop.wait(RENEW_S):
-                newer = self.fenced_by()
+                try:
+                    newer = self.fenced_by()
+                    if newer is None:
+                        self.renew()
+                except Exception as exc:  # the store is unreachable: the successor may take over
+                    log.warning("lease %s not renewed: %s", self.path, exc)
+                    continue
                 if newer is not None:
                     on_fenced(newer)
                     return
-                try:
-                    self.renew()
-                except OSError as exc:  # the store is unreachable: the successor may take over
-                    log.warning("lease %s not renewed: %s", self.path, exc)
         t = threading.Thread(target=run, name="writer-lease", daemon=True)
         t.start()
         return t

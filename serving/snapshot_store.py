@@ -80,7 +80,7 @@ class SnapshotReader:
             table = table.filter(pc.field("snapshotId") < before)
         ids = table.column("snapshotId").to_pylist()
         order = sorted(range(len(ids)), key=lambda i: -ids[i])[:limit]
-        return table.take(order).to_pylist(), total
+        return table.take(pa.array(order, type=pa.int64())).to_pylist(), total  # [] alone is a null array
 
     def changes(self, version: int, flt: Any) -> list[dict[str, Any]]:
         """route_changes rows as of table version `version` that match the pyarrow filter `flt`."""

@@ -39,7 +39,7 @@ def test_an_hdfs_location_keeps_pathlibs_names():
 ])
 def test_a_location_that_cannot_be_the_store_is_refused_with_the_reason(location, why):
     assert why in (check_location(location) or "")
-    with pytest.raises(ValueError, match="not supported|host and port|absolute path"):
+    with pytest.raises(ValueError, match=r"not supported|host and port|absolute path"):
         store_path(location)
     with pytest.raises(ConfigError, match="NAMESRV_STORE_URI"):
         load_config({"NAMESRV_STORE_URI": location})
@@ -55,3 +55,4 @@ def test_the_tables_checkpoint_and_leases_follow_the_store(tmp_path):
     assert shared.log_dir == tmp_path / "logs"  # the host's own files stay on the host
     relative = load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_STORE_URI": "shared"})
     assert relative.store_root == Path("shared").resolve()
+
