@@ -1,0 +1,154 @@
+"""The whole system past one machine: a three-broker Kafka cluster, HDFS (a NameNode, two
+DataNodes), the job on one host with its standby on another, and two serving hosts (HTTP and the
+remoting front each), all sharing the tables, the checkpoint and the writer's leases on HDFS
+(NAMESRV_STORE_URI). Faults are injected on the hosts; after each, nothing acknowledged is lost,
+every expiry happens, and both replicas converge to the same cut and the same answers."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.helpers import reg, topics, unreg
+
+pytestmark = pytest.mark.multihost
+KAFKA = ["kafka-1", "kafka-2", "kafka-3"]
+SERVING = ["serve-1", "serve-2"]
+HOSTS = [*KAFKA, "namenode", "datanode-1", "datanode-2", "driver-a", "driver-b", *SERVING]
+TOPIC = "namesrv-events"
+KEPT_MS = 900_000  # the brokers that stay: longer than the test, since they send no heartbeats
+
+
+@pytest.fixture(scope="module")
+def site(bed_factory, tmp_path_factory):
+    from ops.apache_kafka import start_cluster
+    from ops.hdfs import start_hdfs
+    from ops.programs import Site
+    bed = bed_factory(HOSTS, "f")
+    kafka = start_cluster([bed.hosts[h] for h in KAFKA])
+    fs = start_hdfs(bed.hosts["namenode"], [bed.hosts["datanode-1"], bed.hosts["datanode-2"]])
+    site = Site(kafka.bootstrap, f"{fs.url}/namesrv", tmp_path_factory.mktemp("hosts"),
+                {"NAMESRV_ADMIN_TOKEN": "multihost"})
+    programs: list = []
+    yield bed, kafka, fs, site, programs
+    for p in programs:
+        p.kill()
+        print(f"== {p.role} on {p.host.name} (exit {p.proc.returncode}), {p.log}:\n{p.tail(40)}")
+    fs.stop()
+    kafka.stop()
+
+
+def _wait(probe, timeout_s: float, what: str, every_s: float = 0.5):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout_s:.0f} s (last: {value!r})")
+        time.sleep(every_s)
+
+
+def _answers(host) -> tuple[str | None, object, object]:
+    """A replica's cut id and its answers to the cluster and topic-list lookups."""
+    from ops.programs import http_get
+    status, headers, body = http_get(host, "/cluster")
+    lower = {k.lower(): v for k, v in headers.items()}
+    listing = http_get(host, "/topics")[2]
+    return (lower.get("x-namesrv-snapshot"), json.loads(body) if status == 200 else None,
+            json.loads(listing) if listing else None)
+
+
+def _serves(host, topic: str) -> bool:
+    from ops.programs import http_get
+    return http_get(host, f"/topics/{topic}/route")[0] == 200
+
+
+def _epoch_commits(store_uri: str) -> dict[str, list[tuple[int, str | None, str | None]]]:
+    """Every table's commits: (version, operation, the writer epoch the commit carries)."""
+    from deltalake import DeltaTable
+
+    from pipelines.writer_lease import EPOCH_PROPERTY
+    from schemas import tables as t
+    out = {}
+    for table in t.ALL_TABLES:
+        history = DeltaTable(f"{store_uri}/delta/{table.name}").history()
+        out[table.name] = sorted((int(h["version"]), h.get("operation"), h.get(EPOCH_PROPERTY)) for h in history)
+    return out
+
+
+def test_the_active_drivers_host_cut_off_the_standby_takes_over_and_the_old_one_never_commits(site, figures):
+    from conf.store import store_path
+    from eventlog.publisher import EventPublisher
+    from ops.programs import wait_ready
+    from pipelines import writer_lease
+    bed, kafka, _fs, site_, programs = site
+    h = bed.hosts
+    job_a = site_.start("job", h["driver-a"])
+    programs.append(job_a)
+    for s in SERVING:
+        programs.extend(site_.serve(h[s]))
+    started = time.monotonic()
+    for s in SERVING:
+        wait_ready(h[s], 420)
+    ready_s = time.monotonic() - started
+    job_b = site_.start("job", h["driver-b"])  # the standby: its session up, waiting for the lease
+    programs.append(job_b)
+    _wait(lambda: "standby: job" in job_b.tail(200), 300, "the standby on driver-b")
+    leases = store_path(site_.store_uri)
+    first = writer_lease.newest(leases)
+    assert first is not None and first[1]["host"] != "" and job_a.alive()
+
+    groups = [f"mh-{i}" for i in range(12)]
+    with EventPublisher(kafka.bootstrap, TOPIC, max_message_bytes=1 << 20) as pub:
+        acked = pub.publish([reg(g, 0, f"10.9.0.{i + 1}:10911", tps=topics(f"MhTopic{i}", "MhBase"), timeout_ms=KEPT_MS)
+                             for i, g in enumerate(groups[:6])])
+        # a broker that registers once and never heartbeats: expired 20 s later, whoever writes then
+        acked += pub.publish([reg("mh-brief", 0, "10.9.1.1:10911", tps=topics("MhBrief", "MhBase"), timeout_ms=20_000)])
+        for s in SERVING:
+            _wait(lambda s=s: all(_serves(h[s], f"MhTopic{i}") for i in range(6)), 120, f"{s}: the first routes")
+
+        bed.cut("driver-a")
+        cut_at = time.time()
+        acked += pub.publish([reg(g, 0, f"10.9.0.{i + 7}:10911", tps=topics(f"MhTopic{i + 6}", "MhBase"),
+                                  timeout_ms=KEPT_MS) for i, g in enumerate(groups[6:])])
+        acked += pub.publish([unreg("mh-0", 0, "10.9.0.1:10911")])
+        for s in SERVING:
+            _wait(lambda s=s: all(_serves(h[s], f"MhTopic{i}") for i in range(6, 12)), 300,
+                  f"{s}: routes published while driver-a is cut off (the standby's takeover)")
+        lease = writer_lease.newest(leases)
+        assert lease is not None
+        taken_s = lease[1]["takenAt"] / 1000 - cut_at
+        assert lease[0] > first[0], "the standby did not take a newer epoch"
+        assert taken_s >= writer_lease.STALE_S - 1, f"taken over {taken_s:.1f} s after the cut: too soon"
+        served_s = time.time() - cut_at
+        fenced_at = {name: max(v for v, op, _ in commits if op == "SET TBLPROPERTIES")
+                     for name, commits in _epoch_commits(site_.store_uri).items()}
+
+        bed.heal("driver-a")
+        healed = time.monotonic()
+        _wait(lambda: not job_a.alive(), 180, "the old driver to leave once it sees the newer lease")
+        left_s = time.monotonic() - healed
+        acked += pub.publish([reg("mh-late", 0, "10.9.2.1:10911", tps=topics("MhLate", "MhBase"), timeout_ms=KEPT_MS)])
+
+    # nothing lost: every acknowledged registration is served (mh-0's removal too) on both replicas
+    for s in SERVING:
+        _wait(lambda s=s: _serves(h[s], "MhLate") and not _serves(h[s], "MhTopic0"), 120, f"{s}: the late route")
+        _wait(lambda s=s: not _serves(h[s], "MhBrief"), 120, f"{s}: mh-brief's expiry")
+        assert all(_serves(h[s], f"MhTopic{i}") for i in range(1, 12))
+    # the resumed old writer committed nothing: every commit after the takeover is the new epoch's
+    for name, commits in _epoch_commits(site_.store_uri).items():
+        wrong = [(v, op, epoch) for v, op, epoch in commits
+                 if v > fenced_at[name] and op != "SET TBLPROPERTIES" and epoch != str(lease[0])]
+        assert not wrong, f"{name}: commits after the takeover not by epoch {lease[0]}: {wrong}"
+    assert writer_lease.newest(leases)[0] == lease[0]
+    # the replicas agree: the same cut, the same answers
+    agreed = _wait(lambda: (lambda a, b: a if a == b and a[0] else None)(*(_answers(h[s]) for s in SERVING)), 60,
+                   "the two replicas to serve the same cut")
+    figures(f"failover across hosts (HDFS store, Kafka RF 3): ready in {ready_s:.0f} s; driver-a cut off, the "
+            f"standby on driver-b took epoch {lease[0]} {taken_s:.1f} s after the cut and served the writes of the "
+            f"cut {served_s:.1f} s after it; healed, the old driver left in {left_s:.1f} s (exit "
+            f"{job_a.proc.returncode}) having committed nothing; {len(acked)} events acknowledged, none lost; both "
+            f"replicas at cut {agreed[0]}")
