@@ -98,6 +98,12 @@ class Config:
         "waits (at most 10 s); a change runs a batch at once, right after any batch in flight (see Architecture). "
         "With NAMESRV_KAFKA_SOURCE=connector: Spark's trigger interval",
         positive=True)
+    roles: str = setting(
+        "NAMESRV_ROLES", "all",
+        "what `./run.sh` starts and supervises on this host: `all` (one machine: the embedded Kafka broker unless "
+        "NAMESRV_KAFKA_BOOTSTRAP is set, the job, the serving replicas), `job` (a driver host: the job, and its "
+        "standby with NAMESRV_JOB_STANDBY) or `serving` (a serving host: NAMESRV_REPLICAS × HTTP + remoting front); "
+        "`job` and `serving` need NAMESRV_KAFKA_BOOTSTRAP (docs/deploy.md)", choices=("all", "job", "serving"))
     job_standby: bool = setting(
         "NAMESRV_JOB_STANDBY", False,
         "`./run.sh` also starts a standby job: its SparkSession is up and its Python workers warm; it takes over the "
@@ -256,6 +262,9 @@ def load_config(environ: Mapping[str, str] | None = None) -> Config:
             raise ConfigError(f"NAMESRV_STORE_URI={values['store_uri']!r}: {reason}")
         if not is_uri(values["store_uri"]):
             values["store_uri"] = str(Path(values["store_uri"]).resolve())
+    if values["roles"] != "all" and not values["kafka_bootstrap"]:
+        raise ConfigError(f"NAMESRV_ROLES={values['roles']} needs NAMESRV_KAFKA_BOOTSTRAP: the hosts of a deployment "
+                          "share one Kafka cluster (the embedded broker is for one machine)")
     return Config(**values)
 
 

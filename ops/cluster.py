@@ -72,7 +72,7 @@ def up() -> int:
         for host in ("driver-a", "driver-b"):
             pids[host] = [site.start("job", bed.hosts[host]).proc.pid]
         for host in SERVING:
-            pids[host] = [p.proc.pid for p in site.serve(bed.hosts[host])]
+            pids[host] = [site.start("serving", bed.hosts[host]).proc.pid]
         for host in SERVING:
             wait_ready(bed.hosts[host], 600)
     except BaseException:
@@ -103,7 +103,7 @@ def status() -> int:
     for name in SERVING:
         addr = state["hosts"][name]
         print(f"  {name}: http://{addr}:{HTTP_PORT}/cluster, namesrvAddr {addr}:{REMOTING_PORT}")
-    print(f"  logs: {load_config().data_dir / 'cluster-hosts'}/<host>/")
+    print(f"  logs: {load_config().data_dir / 'cluster-hosts'}/<host>/logs/")
     return 0
 
 
@@ -123,10 +123,12 @@ def down() -> int:
 
 
 def _kill(pids: list[int]) -> None:
+    """Each process with everything under it (a launcher's children have sessions of their own)."""
+    from ops.procs import tree
     for pid in pids:
-        if _alive(pid):
+        for p in reversed(tree(pid)):
             try:
-                os.killpg(pid, signal.SIGKILL)
+                os.kill(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
 

@@ -129,18 +129,19 @@ def rotating_log(cfg: Config, role: str) -> RotatingLog:
 def children(cfg: Config) -> list[Child]:
     out = []
     json_lines = cfg.log_format == "json"
-    if cfg.uses_embedded_kafka:
+    if cfg.roles == "all" and cfg.uses_embedded_kafka:
         out.append(Child("kafka", embedded_kafka.tansu_command(cfg.kafka_embedded_port), rotating_log(cfg, "kafka"), 10,
                          port=("127.0.0.1", cfg.kafka_embedded_port, "is another ./run.sh running? "
                                "(or set NAMESRV_KAFKA_EMBEDDED_PORT)"),
                          banner=f"embedded Tansu on {cfg.bootstrap}, topic {cfg.kafka_topic} (memory storage)"))
     calm = 15.0 if cfg.job_standby else 0.0
-    out.append(Child("job", [sys.executable, "-m", "pipelines.job"], rotating_log(cfg, "job"), 60,
-                     banner=f"Spark {cfg.spark_master}, warehouse {cfg.warehouse}", calm_restart_s=calm))
-    if cfg.job_standby:  # the two take turns: whichever holds the job lock runs the query
+    if cfg.roles in ("all", "job"):
+        out.append(Child("job", [sys.executable, "-m", "pipelines.job"], rotating_log(cfg, "job"), 60,
+                         banner=f"Spark {cfg.spark_master}, warehouse {cfg.warehouse}", calm_restart_s=calm))
+    if cfg.roles in ("all", "job") and cfg.job_standby:  # the two take turns: whichever holds the lease writes
         out.append(Child("job-standby", [sys.executable, "-m", "pipelines.job"], rotating_log(cfg, "job-standby"), 60,
-                         banner="a second job, its session up, waiting for the job lock", calm_restart_s=calm))
-    for i in range(cfg.replicas):
+                         banner="a second job, its session up, waiting for the writer's lease", calm_restart_s=calm))
+    for i in range(cfg.replicas if cfg.roles in ("all", "serving") else 0):
         rcfg, suffix = cfg.replica(i), "" if i == 0 else f"-{i}"
         ports = {"NAMESRV_HTTP_PORT": str(rcfg.http_port), "NAMESRV_REMOTING_PORT": str(rcfg.remoting_port)}
         out.append(Child(f"http{suffix}", [sys.executable, "-m", "serving"], rotating_log(cfg, f"http{suffix}"), 10,
@@ -192,7 +193,7 @@ def is_ready(cfg: Config) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argument_parser("namesrv", "Start and supervise the embedded Kafka broker, the streaming job and the "
-                    "HTTP server (what ./run.sh runs).").parse_args(argv)
+                    "serving replicas, or those of this host's NAMESRV_ROLES (what ./run.sh runs).").parse_args(argv)
     cfg = load_config()
     cfg.log_dir.mkdir(parents=True, exist_ok=True)
     setup_logging(cfg.log_format, log=rotating_log(cfg, "launcher"))
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     if not cfg.uses_embedded_kafka:
         log.info("kafka    external broker %s, topic %s", cfg.bootstrap, cfg.kafka_topic)
 
-    ready = False
+    ready = cfg.roles == "job"  # a driver host serves nothing: the serving hosts' /readyz tell
     while not stopping.wait(0.5):
         for kid in kids:
             kid.supervise()

@@ -1,10 +1,10 @@
-"""This project's own programs on a bed host: the job (active or standby) and a serving replica.
+"""This project's own programs on a bed host: a driver host (the job) or a serving host.
 
-Each runs as `./run.sh` runs it (the same modules, the same environment variables), inside the
-host's network namespace, with the host's own data directory (logs, metrics files, the admin
-token) and the shared store (`NAMESRV_STORE_URI`, HDFS) for the tables, the checkpoint and the
-writer's leases. The tests and `./run.sh cluster up` start them through here, so what is tested is
-what a person tries.
+Each host runs what `./run.sh` runs on it in a deployment: the launcher (`ops.launcher`), told by
+`NAMESRV_ROLES` which programs this host has, which supervises and restarts them; inside the
+host's network namespace, with the host's own data directory (logs, metrics files) and the shared
+store (`NAMESRV_STORE_URI`, HDFS) for the tables, the checkpoint and the writer's leases. The tests
+and `./run.sh cluster up` start them through here, so what is tested is what a person deploys.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ops.netbed import Host
+from ops.procs import tree
 
 ROOT = Path(__file__).resolve().parents[1]
 HTTP_PORT, REMOTING_PORT = 9877, 9876
@@ -28,34 +29,39 @@ HTTP_PORT, REMOTING_PORT = 9877, 9876
 
 @dataclass
 class Program:
-    """One of our processes on a host (its process group is its own: a kill takes Spark's JVM too)."""
+    """A host's launcher and what it supervises (`roles`: "job" or "serving")."""
 
-    role: str  # "job", "http", "remoting"
+    roles: str
     host: Host
     proc: subprocess.Popen[bytes]
-    log: Path
+    data_dir: Path
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
+        """SIGKILL the launcher and every process under it at once (a host that dies)."""
+        for p in reversed(tree(self.proc.pid)):
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                os.kill(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        if self.proc.poll() is None:
             self.proc.wait(timeout=30)
 
+    def log(self, name: str) -> str:
+        """A supervised program's log (`job`, `http`, `remoting`, `launcher`), rotated parts first."""
+        parts = sorted((self.data_dir / "logs").glob(f"{name}.log*"), key=lambda f: f.name, reverse=True)
+        return "".join(f.read_text(errors="replace") for f in parts)
+
     def tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return f"(no log at {self.log})"
+        names = ["launcher", "job"] if self.roles == "job" else ["launcher", "http", "remoting"]
+        return "\n".join(f"-- {n}:\n" + "\n".join(self.log(n).splitlines()[-lines:]) for n in names)
 
 
 @dataclass
 class Site:
-    """What every program of one deployment shares: the event log, the store, and settings."""
+    """What every host of one deployment shares: the event log, the store, and settings."""
 
     bootstrap: str  # Kafka, host:port,...
     store_uri: str  # hdfs://namenode:port/path
@@ -73,18 +79,15 @@ class Site:
                 "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python,
                 "PYTHONPATH": str(ROOT), **self.settings, **more}
 
-    def start(self, role: str, host: Host, **more: str) -> Program:
-        module = {"job": "pipelines.job", "http": "serving", "remoting": "remoting"}[role]
-        env = self.env(host, **more)
-        log = Path(env["NAMESRV_DATA_DIR"]) / f"{role}.out"
-        with open(log, "ab") as out:
-            proc = subprocess.Popen(host.argv([sys.executable, "-m", module]), stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True, cwd=ROOT, env=env)
-        return Program(role, host, proc, log)
-
-    def serve(self, host: Host, **more: str) -> list[Program]:
-        """A serving replica: HTTP and the remoting front."""
-        return [self.start("http", host, **more), self.start("remoting", host, **more)]
+    def start(self, roles: str, host: Host, **more: str) -> Program:
+        """The host's launcher with NAMESRV_ROLES=`roles` ("job" or "serving")."""
+        env = self.env(host, NAMESRV_ROLES=roles, **more)
+        data = Path(env["NAMESRV_DATA_DIR"])
+        with open(data / "launcher.out", "ab") as out:
+            proc = subprocess.Popen(host.argv([sys.executable, "-m", "ops.launcher"]), stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    cwd=ROOT, env=env)
+        return Program(roles, host, proc, data)
 
 
 def http_get(host: Host, path: str, timeout_s: float = 5.0) -> tuple[int, dict[str, str], bytes]:
