@@ -45,3 +45,20 @@ def test_replicas_shift_both_port_ranges_and_overlapping_ranges_are_refused(tmp_
     assert clash is not None and "9877" in clash and "NAMESRV_REMOTING_PORT" in clash
     with pytest.raises(ConfigError, match="NAMESRV_REPLICAS"):
         load_config({"NAMESRV_REPLICAS": "0"})
+
+
+def test_a_hosts_roles_choose_what_its_launcher_starts(tmp_path):
+    """NAMESRV_ROLES: one machine runs everything; a driver host the job (and its standby); a
+    serving host its replicas; neither starts an embedded broker (the hosts share one cluster)."""
+    from ops.launcher import children
+    base = {"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_REMOTING_PORT": "10876"}
+    shared = {**base, "NAMESRV_KAFKA_BOOTSTRAP": "10.77.0.1:9092"}
+    assert [k.name for k in children(load_config(base))] == ["kafka", "job", "http", "remoting"]
+    assert [k.name for k in children(load_config({**shared, "NAMESRV_ROLES": "job", "NAMESRV_JOB_STANDBY": "true"}))] \
+        == ["job", "job-standby"]
+    assert [k.name for k in children(load_config({**shared, "NAMESRV_ROLES": "serving", "NAMESRV_REPLICAS": "2"}))] \
+        == ["http", "remoting", "http-1", "remoting-1"]
+    with pytest.raises(ConfigError, match="NAMESRV_ROLES=job needs NAMESRV_KAFKA_BOOTSTRAP"):
+        load_config({**base, "NAMESRV_ROLES": "job"})
+    with pytest.raises(ConfigError, match="NAMESRV_ROLES"):
+        load_config({**shared, "NAMESRV_ROLES": "kafka"})
