@@ -29,7 +29,7 @@ from eventlog.topics import ensure_topic
 from pipelines import admission, state_layout
 from pipelines.admission import TICK, Backlog
 from pipelines.buckets import IMPORT_PARTITION
-from pipelines.offset_log import LOG_CLOCK
+from pipelines.offset_log import LOG_CLOCK, RESUMED
 from pipelines.state_layout import IMPORT_OFFSET
 from pipelines.writer_lease import Lease
 from routeinfo.liveness import LivenessLedger
@@ -37,6 +37,10 @@ from schemas.events import TYPE_HEADER
 from schemas.progress import read_progress
 
 SOURCE_NAME = "namesrv_kafka"
+# How long a partition's log must look shorter than a planned read before those offsets count as
+# gone (a wiped broker): longer than a healed broker takes to learn it no longer leads.
+GONE_CONFIRM_S = 15.0
+OUTAGE_FILE = "_log_outage.json"
 RAW_SCHEMA = "partition int, offset long, timestamp long, key string, value binary"
 
 log = logging.getLogger(__name__)
@@ -116,8 +120,13 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.max_records = int(options["maxrecordsperbatch"])
         self._consumer = None
         self._ends: dict[int, tuple[int, int]] = {}  # partition -> (reported end, true end)
-        self._regressed: set[int] = set()
+        self._regressed: dict[int, float] = {}  # partition -> since when its log looks behind the consumed offset
         self._unavailable = False
+        # The log's outage floor (offset_log.RESUMED): when this source could read the log again
+        # after it could not. An outage is also marked in the store (OUTAGE_FILE beside the
+        # progress record), so that a job that restarts meanwhile still knows of it.
+        self._resumed: int | None = None
+        self._marked: bool | None = None  # whether OUTAGE_FILE is there (None: not looked yet)
         # Batch admission (see `_admit`): heartbeats may wait up to defer_ms for company.
         self.defer_ms = int(options["heartbeatdeferms"])
         # The trigger interval paces the batches that no change asks for (`admission.decide`), and
@@ -127,6 +136,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.pace_ms = int(options["triggerintervalms"])
         self.wait_s = min(self.pace_ms / 1000, MAX_WAIT_S)
         self.progress_dir = options["progressdir"]
+        self._outage_file = store_path(self.progress_dir) / OUTAGE_FILE
         self.lease = Lease(store_path(options["leasedir"]), int(options["writerepoch"])) if options["leasedir"] else None
         self.state_import = options["stateimport"] or None
         self._last_run = 0.0
@@ -248,12 +258,20 @@ class KafkaStreamReader(DataSourceStreamReader):
             if not self._unavailable:
                 log.warning("Kafka at %s unavailable (%s: %s); waiting for it, no new data meanwhile",
                             self.bootstrap, type(exc).__name__, exc)
+                self._mark_outage()
             self._unavailable = True
             self.stop()
             self._ends.clear()
             return dict(start)
-        if self._unavailable:
-            log.warning("Kafka at %s is reachable again", self.bootstrap)
+        if self._unavailable or self._marked is None:
+            if self._unavailable or self._outage_file.exists():
+                # no broker is judged silent for the outage: each gets a full timeout from now
+                self._resumed = int(time.time() * 1000)
+                self._marked = True
+                log.warning("Kafka at %s is reachable again; brokers are judged from now on (%s)", self.bootstrap,
+                            "an outage this job saw" if self._unavailable else f"an outage marked in {self._outage_file}")
+            else:
+                self._marked = False
             self._unavailable = False
         budget = None
         if isinstance(limit, ReadMaxRows):
@@ -265,14 +283,21 @@ class KafkaStreamReader(DataSourceStreamReader):
             s = int(start.get(str(p), 0))
             if end < s:
                 # The log went backwards (a memory-only broker restarted): the next batch reads
-                # the new log from its beginning (see `partitions`).
-                if p not in self._regressed:
-                    log.warning("%s[%d]: end offset %d is behind the consumed offset %d; the log was reset, "
-                                "reading it from the beginning", self.topic, p, end, s)
-                    self._regressed.add(p)
+                # the new log from its beginning (see `partitions`). Believed once it stays so for
+                # GONE_CONFIRM_S: a broker healed from a cut answers with its own shorter log until
+                # it learns it no longer leads; meanwhile the partition waits.
+                since = self._regressed.setdefault(p, time.monotonic())
+                if time.monotonic() - since < GONE_CONFIRM_S:
+                    self._client()._client.cluster.request_update()  # ask who leads now
+                    out[str(p)] = s
+                    continue
+                if since > 0:
+                    log.warning("%s[%d]: end offset %d is behind the consumed offset %d for %.0f s; the log was "
+                                "reset, reading it from the beginning", self.topic, p, end, s, GONE_CONFIRM_S)
+                    self._regressed[p] = 0.0  # told once
                 out[str(p)] = end
                 continue
-            self._regressed.discard(p)
+            self._regressed.pop(p, None)
             out[str(p)] = end if budget is None or end <= s else min(end, s + budget)
         # A partition that vanished keeps its position; the engine requires monotone offsets.
         for p, off in start.items():
@@ -297,6 +322,9 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._observe(pending)  # whichever rule decided, the ledger looks at what the batch will read
             self._consumed(out)
             out = {**out, LOG_CLOCK: self._log_clock(start, out, ends, int(now))}
+            floors = [int(f) for f in (start.get(RESUMED), self._resumed) if f is not None]
+            if floors:
+                out[RESUMED] = max(floors)
             carried = self.state_import if importing else start.get(IMPORT_OFFSET)
             if carried is not None:
                 out[IMPORT_OFFSET] = carried
@@ -424,7 +452,20 @@ class KafkaStreamReader(DataSourceStreamReader):
         return int(self._client().beginning_offsets([tp])[tp])
 
     def commit(self, end: dict) -> None:
-        pass
+        """A batch committed: once one carried the outage floor, the store's mark has done its part."""
+        if self._marked and self._resumed is not None and int(end.get(RESUMED, 0)) >= self._resumed:
+            try:
+                self._outage_file.unlink(missing_ok=True)
+                self._marked = False
+            except Exception as exc:  # the store is unreachable: tried again after the next batch
+                log.warning("could not remove %s: %s", self._outage_file, exc)
+
+    def _mark_outage(self) -> None:
+        try:
+            self._outage_file.write_text(json.dumps({"since": int(time.time() * 1000)}))
+            self._marked = True
+        except Exception as exc:  # the floor still holds for this process; a restart would not know
+            log.warning("could not mark the log's outage in %s: %s", self._outage_file, exc)
 
     def stop(self) -> None:
         if self._consumer is not None:
@@ -447,6 +488,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             c.assign([tp])
             c.seek(tp, partition.start)
             nxt = partition.start
+            short_since: float | None = None  # since when the log has looked shorter than planned
             deadline = time.monotonic() + 120
             while nxt < partition.end:
                 if time.monotonic() > deadline:
@@ -461,13 +503,25 @@ class KafkaStreamReader(DataSourceStreamReader):
                 if not records:
                     # Nothing where records were planned: has the broker lost its log (memory
                     # storage restarted)? Checked only here, so a normal read costs no extra requests.
+                    # A short log is believed only when it stays short for GONE_CONFIRM_S: a broker
+                    # that was cut off and comes back still answers as the partition's leader, with
+                    # its own shorter log, until it learns of the new leader (seen on the bed:
+                    # acknowledged records skipped as "gone"); a wiped log stays short.
                     end = true_end(c, tp, c.end_offsets([tp])[tp])
                     if end < partition.end:
-                        log.warning("%s[%d]: offsets %d..%d are gone (log end is now %d); skipped", self.topic,
-                                    partition.partition, nxt, partition.end, end)
+                        short_since = time.monotonic() if short_since is None else short_since
+                        if time.monotonic() - short_since < GONE_CONFIRM_S:
+                            c._client.cluster.request_update()  # ask who leads now
+                            time.sleep(1.0)
+                            c.seek(tp, nxt)
+                            continue
+                        log.warning("%s[%d]: offsets %d..%d are gone (log end is now %d, for %.0f s); skipped",
+                                    self.topic, partition.partition, nxt, partition.end, end, GONE_CONFIRM_S)
                         ok = True
                         return
+                    short_since = None
                     c.seek(tp, nxt)
+                short_since = None
                 for rec in records:
                     if rec.offset < nxt or rec.offset >= partition.end:
                         continue

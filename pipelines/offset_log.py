@@ -16,6 +16,9 @@ from typing import Any
 from conf.store import StorePath
 
 LOG_CLOCK = "clock"  # our source's offset entry: the batch's log clock per partition (epoch ms)
+# our source's offset entry: when it could read the log again after it could not (epoch ms; the
+# newest such moment, carried in every later batch's offsets)
+RESUMED = "resumed"
 
 
 def read_source_offsets(path: StorePath) -> dict[str, Any]:
@@ -90,6 +93,7 @@ class LogClock:
 
     since: Mapping[int, int] = field(default_factory=dict)
     until: Mapping[int, int] = field(default_factory=dict)
+    resumed: int | None = None  # the log's outage floor (routeinfo/housekeeping.py); None: none known
 
     def receive_time(self, record_time_ms: int, partition: int, now_ms: int) -> int:
         """A record's time bounded by what the log says about when it arrived, never after now."""
@@ -121,8 +125,11 @@ class BatchClocks:
         if batch_id is None:
             return LogClock()
         if self._cached is None or self._cached[0] != batch_id:
-            until = _per_partition(read_source_offsets(self._offsets / str(batch_id)).get(LOG_CLOCK))
+            raw = read_source_offsets(self._offsets / str(batch_id))
+            until = _per_partition(raw.get(LOG_CLOCK))
             since = _per_partition(read_source_offsets(self._offsets / str(batch_id - 1)).get(LOG_CLOCK)) \
                 if batch_id > 0 else {}
-            self._cached = (batch_id, LogClock(since=since, until=until))
+            resumed = raw.get(RESUMED)
+            self._cached = (batch_id, LogClock(since=since, until=until,
+                                               resumed=int(resumed) if isinstance(resumed, (int, float)) else None))
         return self._cached[1]

@@ -82,7 +82,7 @@ def run_group(group: str | None, records: list[dict[str, Any]], state: State | N
     if group is not None and not ev.is_broker_group(group):
         return _run_kv_group(group, events, coords, state, out)
     expiry = clock.expiry_time(now_ms, {p for p, _ in coords})
-    return _run_broker_group(group, events, coords, state, now_ms, expiry, cfg, out)
+    return _run_broker_group(group, events, coords, state, now_ms, expiry, cfg, out, clock.resumed)
 
 
 def _run_kv_group(group: str, events: list[dict[str, Any]], coords: list[tuple[int, int]], state: State | None,
@@ -102,19 +102,20 @@ def _run_kv_group(group: str, events: list[dict[str, Any]], coords: list[tuple[i
 
 def _run_broker_group(group: str | None, events: list[dict[str, Any]], coords: list[tuple[int, int]],
                       state: State | None, now_ms: int, expiry_ms: int, cfg: StepConfig,
-                      out: list[dict[str, Any]]) -> tuple[State | None, int | None, list[dict[str, Any]]]:
+                      out: list[dict[str, Any]],
+                      heard_since: int | None = None) -> tuple[State | None, int | None, list[dict[str, Any]]]:
     """A broker group (key = brokerName): RouteInfoManager's rules, then the next deadline."""
     st = GroupState.from_parts(state[0], state[1] or "{}") if state else None
     if st is None and not events:
         return None, None, out
-    st, res = route_manager.apply(st, events, now_ms, cfg.routing, expiry_ms=expiry_ms)
+    st, res = route_manager.apply(st, events, now_ms, cfg.routing, expiry_ms=expiry_ms, heard_since=heard_since)
     for reason in res.rejected:
         out.append(out_rows.row(group, out_rows.REJECTED, reason))
     for table in sorted(res.dirty_tables):
         out.append(out_rows.table_row(group, table, table_rows(st, table)))
     if res.changes:
         out.append(_changes_row(group, group, res.changes, coords))
-    deadline = housekeeping.next_deadline(st, cfg.routing)
+    deadline = housekeeping.next_deadline(st, cfg.routing, heard_since)
     if deadline is not None and expiry_ms < deadline <= now_ms:
         # Due by the wall clock, not yet by the log (the job is reading a backlog): look again
         # when the log may have reached the deadline, and at least every housekeeping.RECHECK_MS,

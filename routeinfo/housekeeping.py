@@ -27,6 +27,11 @@ or when its timeout fires. One silent broker, end to end:
 
 Before each event, `apply` also expires what had expired by that event's time, as RocketMQ's
 periodic scan would have, so the outcome does not depend on how events fall into batches.
+
+`heard_since` (the log's outage floor): the moment the job could read the event log again after
+it could not. While the log was unreachable no heartbeat could reach it, so that time is not
+silence: an entry is judged from max(its last update, heard_since), which gives every broker a full
+timeout after the log came back (docs/semantics.md §15.6). None: no outage known.
 """
 
 from __future__ import annotations
@@ -40,16 +45,20 @@ from schemas import tables as t
 RECHECK_MS = 5_000
 
 
-def expire(st: GroupState, now_ms: int, cfg: RoutingConfig, res: Result) -> None:
+def _since(last: int, heard_since: int | None) -> int:
+    return last if heard_since is None else max(last, heard_since)
+
+
+def expire(st: GroupState, now_ms: int, cfg: RoutingConfig, res: Result, heard_since: int | None = None) -> None:
     """§5.1: every live entry with lastUpdateTimestamp + timeout < now is unregistered.
 
     As in RocketMQ the unregister needs the address to resolve to this group's BrokerData in
     the same cluster; where it does not (§14.9, RocketMQ keeps the entry forever), the live
     and filter entries are dropped and nothing else changes.
     """
-    abandon_stale_chunks(st, now_ms, cfg, res)
+    abandon_stale_chunks(st, now_ms, cfg, res, heard_since)
     for (cluster, addr), li in sorted(st.live.items()):
-        if li.last_update + li.timeout_ms < now_ms:
+        if _since(li.last_update, heard_since) + li.timeout_ms < now_ms:
             res.expired.append((cluster, addr))
             broker = st.broker
             if broker is not None and broker.cluster == cluster and addr in broker.addrs.values():
@@ -62,11 +71,12 @@ def expire(st: GroupState, now_ms: int, cfg: RoutingConfig, res: Result) -> None
                     res.dirty_tables.add(t.FILTER_SERVER.name)
 
 
-def abandon_stale_chunks(st: GroupState, now_ms: int, cfg: RoutingConfig, res: Result) -> None:
+def abandon_stale_chunks(st: GroupState, now_ms: int, cfg: RoutingConfig, res: Result,
+                         heard_since: int | None = None) -> None:
     """An incomplete chunked registration whose newest chunk is older than the broker timeout
     will never complete (the broker would have re-sent it): drop it rather than keep it forever."""
     for (cluster, addr), p in sorted(st.pending.items()):
-        if p.last_time + pending_timeout(p, cfg) < now_ms:
+        if _since(p.last_time, heard_since) + pending_timeout(p, cfg) < now_ms:
             del st.pending[(cluster, addr)]
             res.change("REGISTRATION_ABANDONED", cluster=cluster, addr=addr, broker_id=p.header.get("brokerId"),
                        after=f"{len(p.chunks)} of {p.count} chunks, the last at {p.last_time}")
@@ -96,13 +106,13 @@ def _window(ms: int, cfg: RoutingConfig) -> int:
     return ms // cfg.live_flush_ms if cfg.live_flush_ms else ms
 
 
-def next_deadline(state: GroupState | None, cfg: RoutingConfig) -> int | None:
+def next_deadline(state: GroupState | None, cfg: RoutingConfig, heard_since: int | None = None) -> int | None:
     """When this group must be called again without data (the Spark timeout): its earliest
     expiry, or the next flush window if broker_live holds stale lastUpdateTimestamps."""
     if state is None or not (state.live or state.pending):
         return None
-    deadline = min([li.last_update + li.timeout_ms for li in state.live.values()]
-                   + [p.last_time + pending_timeout(p, cfg) for p in state.pending.values()]) + 1
+    deadline = min([_since(li.last_update, heard_since) + li.timeout_ms for li in state.live.values()]
+                   + [_since(p.last_time, heard_since) + pending_timeout(p, cfg) for p in state.pending.values()]) + 1
     stale = [li for li in state.live.values() if li.materialized_update != li.last_update]
     if cfg.live_flush_ms and stale:
         deadline = min(deadline, (min(_window(li.stale_since, cfg) for li in stale) + 1) * cfg.live_flush_ms)

@@ -17,10 +17,12 @@ from schemas.fields import MASTER_ID
 
 
 def apply(state: GroupState | None, events: Iterable[dict[str, Any]], now_ms: int,
-          cfg: RoutingConfig, *, expiry_ms: int | None = None) -> tuple[GroupState | None, Result]:
+          cfg: RoutingConfig, *, expiry_ms: int | None = None,
+          heard_since: int | None = None) -> tuple[GroupState | None, Result]:
     """Apply `events` (normalised, in Kafka order) to a group, then expire at `expiry_ms`
     (default `now_ms`; the step passes the batch's log clock, which lags `now_ms` while the job
-    reads a backlog).
+    reads a backlog). `heard_since`: the event log's outage floor (housekeeping: no entry is
+    judged silent for time in which the log could not be read).
 
     Before each event, entries already expired at that event's time are expired first, as
     RocketMQ's periodic scan would have done; so the outcome does not depend on how events
@@ -36,7 +38,7 @@ def apply(state: GroupState | None, events: Iterable[dict[str, Any]], now_ms: in
             st = GroupState(broker_name=e["brokerName"])
         clock = max(clock, e["time"])
         res.event_index, res.time = None, clock
-        housekeeping.expire(st, clock, cfg, res)
+        housekeeping.expire(st, clock, cfg, res, heard_since)
         res.event_index = i
         master_before, existed = st.master(), st.broker is not None
         try:
@@ -54,7 +56,7 @@ def apply(state: GroupState | None, events: Iterable[dict[str, Any]], now_ms: in
     if st is not None:
         expiry = now_ms if expiry_ms is None else expiry_ms
         res.event_index, res.time = None, expiry
-        housekeeping.expire(st, expiry, cfg, res)
+        housekeeping.expire(st, expiry, cfg, res, heard_since)
         housekeeping.flush_live(st, now_ms, cfg, res)
         if st.is_empty():
             st = None

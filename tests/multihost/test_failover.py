@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.helpers import reg, topics, unreg
+from tests.helpers import hb, reg, topics, unreg
 
 pytestmark = pytest.mark.multihost
 KAFKA = ["kafka-1", "kafka-2", "kafka-3"]
@@ -231,3 +231,79 @@ def test_a_datanode_killed_loses_nothing(site, figures):
             f"replicas {served_s:.1f} s after the kill (the store refuses writes until the NameNode declares the "
             f"DataNode dead; the job's launcher restarts it or the standby takes over); replicas agree at cut "
             f"{_agreed(site)}")
+
+
+def _heartbeats(bootstrap: str, beating: list[tuple[str, str]], stop, sent: dict[str, int]) -> None:
+    """A heartbeat of each broker every 5 s, as far as the log takes them (bounded: 60 rounds)."""
+    from eventlog.publisher import EventPublisher
+    with EventPublisher(bootstrap, TOPIC, max_message_bytes=1 << 20) as beat:
+        for _ in range(60):
+            if stop.wait(5.0):
+                return
+            try:
+                beat.publish([hb(n, 0, a) for n, a in beating])
+                sent["ok"] += 1
+            except Exception:
+                sent["failed"] += 1
+
+
+def _watch(bed, watched: list[str], seconds: float, missing: list[tuple[float, str, str]]) -> None:
+    """Every second for `seconds`: each replica serves each watched topic (else noted in `missing`)."""
+    from ops.programs import http_get
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for s in SERVING:
+            for topic in watched:
+                status = http_get(bed.hosts[s], f"/topics/{topic}/route")[0]
+                if status != 200:
+                    missing.append((round(time.time(), 1), s, f"{topic}: {status}"))
+        time.sleep(1.0)
+
+
+def test_a_kafka_outage_longer_than_the_broker_timeout_expires_no_one(site, figures):
+    """Every Kafka host cut off for 45 s, more than twice the brokers' 20 s timeout: no heartbeat
+    can reach the log meanwhile, and that is not silence (the source's outage floor,
+    docs/semantics.md §15.6). Brokers that heartbeat every 5 s (as far as they can) never leave
+    the routes on either replica; a broker that stopped heartbeating before the outage still
+    expires, a full timeout after the log is back."""
+    import threading
+
+    from eventlog.publisher import EventPublisher
+    bed, kafka, *_ = site
+    beating = [(f"out-{i}", f"10.7.0.{i + 1}:10911") for i in range(3)]
+    with EventPublisher(kafka.bootstrap, TOPIC, max_message_bytes=1 << 20) as pub:
+        pub.publish([reg(n, 0, a, tps=topics(f"Out{i}", "OutBase"), timeout_ms=20_000)
+                     for i, (n, a) in enumerate(beating)])
+        pub.publish([reg("out-dead", 0, "10.7.1.1:10911", tps=topics("OutDead", "OutBase"), timeout_ms=20_000)])
+    for s in SERVING:
+        _wait(lambda s=s: all(_serves(bed.hosts[s], t) for t in ("Out0", "Out1", "Out2", "OutDead")), 120,
+              f"{s}: the outage test's brokers")
+    stop = threading.Event()
+    sent = {"ok": 0, "failed": 0}
+    beater = threading.Thread(target=_heartbeats, args=(kafka.bootstrap, beating, stop, sent), daemon=True)
+    beater.start()
+    missing: list[tuple[float, str, str]] = []
+    watched = ["Out0", "Out1", "Out2"]
+    try:
+        _watch(bed, watched, 10, missing)
+        for k in KAFKA:
+            bed.cut(k)
+        try:
+            _watch(bed, watched, 45, missing)
+        finally:
+            for k in KAFKA:
+                bed.heal(k)
+        healed = time.monotonic()
+        _watch(bed, watched, 50, missing)  # two and a half timeouts after the log is back
+        for s in SERVING:
+            _wait(lambda s=s: not _serves(bed.hosts[s], "OutDead"), 60, f"{s}: out-dead's expiry")
+        expired_s = time.monotonic() - healed
+    finally:
+        stop.set()
+        beater.join(timeout=60)
+    assert not missing, f"brokers that kept heartbeating left the routes: {missing[:10]}"
+    assert sent["ok"] >= 4, sent
+    figures(f"failover across hosts: every Kafka host cut off for 45 s (brokers' timeout 20 s): the 3 heartbeating "
+            f"brokers never left the routes on either replica ({sent['ok']} heartbeat rounds acknowledged, "
+            f"{sent['failed']} refused during the outage); the silent one expired {expired_s:.0f} s after the heal; "
+            f"replicas agree at cut {_agreed(site)}")

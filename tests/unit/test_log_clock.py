@@ -168,3 +168,36 @@ def test_deadline_row_follows_the_log_clock():
     _, _, rows = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911"), 0, T0 + 5)], None, T0 + 10, CFG,
                                   LogClock(since={0: T0}, until={0: T0 + 10}))
     assert [r["body"] for r in rows if r["target"] == DEADLINE] == [str(T0 + 5 + TIMEOUT + 1)]
+
+
+def test_time_in_which_the_log_could_not_be_read_is_not_silence():
+    """A Kafka outage longer than the timeout: no heartbeat could reach the log, so when it is
+    back every broker is judged from then (the batch's `resumed` floor), not from its last
+    heartbeat before the outage. Without the floor the same batch expires it."""
+    state, _, _ = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911", timeout_ms=20_000), 0, T0)], None, T0, CFG,
+                            LogClock(until={0: T0}))
+    back = T0 + 60_000  # the log was unreachable from T0 + 5 s to T0 + 60 s
+    kept, deadline, rows = run_group("bn", [], state, back + 500, CFG, LogClock(until={0: back + 500}, resumed=back))
+    assert addrs(kept) == {0: "10.0.0.1:10911"} and "BROKER_EXPIRED" not in changes(rows)
+    assert deadline == back + 20_000 + 1  # a full timeout from when the log came back
+    # a heartbeat after the outage keeps it as usual; silence after the floor still expires it
+    beat, _, _ = run_group("bn", [record(hb("bn", 0, "10.0.0.1:10911"), 1, back + 2_000)], kept, back + 2_100, CFG,
+                           LogClock(until={0: back + 2_100}, resumed=back))
+    assert addrs(beat) == {0: "10.0.0.1:10911"}
+    gone, _, rows = run_group("bn", [], kept, back + 20_002, CFG, LogClock(until={0: back + 20_002}, resumed=back))
+    assert gone is None and "BROKER_EXPIRED" in changes(rows)
+    without, _, rows = run_group("bn", [], state, back + 500, CFG, LogClock(until={0: back + 500}))
+    assert without is None and "BROKER_EXPIRED" in changes(rows)
+
+
+def test_the_outage_floor_comes_from_the_offset_log(tmp_path):
+    from pipelines.offset_log import RESUMED
+    offsets = tmp_path / "offsets"
+    offsets.mkdir()
+    (offsets / "7").write_text(f'v1\n{{"batchTimestampMs":1}}\n{{"0":3,"tick":1,"{LOG_CLOCK}":{{"0":900}},'
+                               f'"{RESUMED}":850}}\n')
+    (offsets / "8").write_text(f'v1\n{{"batchTimestampMs":1}}\n{{"0":4,"tick":1,"{LOG_CLOCK}":{{"0":950}}}}\n')
+    clocks = BatchClocks(tmp_path)
+    assert clocks.clock(7).resumed == 850
+    assert clocks.clock(8).resumed is None
+    assert read_offset_log(offsets / "7") == {"0": 3}  # not a partition
