@@ -15,7 +15,8 @@ from conf import load_config
 from pipelines.sink import DeltaSink
 from pipelines.step import StepConfig, run_group
 from schemas import events as ev
-from serving.snapshot_store import SnapshotReader, SnapshotStore
+from snapshots.reader import SnapshotReader
+from snapshots.store import SnapshotStore
 
 CFG_RETENTION_MS = load_config({}).history_retention_ms
 CFG = dataclasses.replace(StepConfig.from_config(load_config({})), max_message_bytes=16 << 20,

@@ -141,7 +141,7 @@ DATA_FLOW: tuple[tuple[str, str, str], ...] = (
     ("stateful stage", "per broker group: RocketMQ's rules, expiry at deadlines", "pipelines/step.py, routeinfo/"),
     ("sink", "a commit per changed table, then a snapshots row: one cut", "pipelines/sink.py"),
     ("Delta tables", "route tables, KV, route_changes, dead_letter, snapshots", "schemas/tables.py"),
-    ("serving", "the newest cut in memory; HTTP and remoting answer from it", "serving/snapshot_store.py"),
+    ("serving", "the newest cut in memory; HTTP and remoting answer from it", "snapshots/store.py, snapshots/reader.py"),
 )
 DATA_FLOW_PICTURE = ROOT / "docs" / "dataflow.png"
 

@@ -28,7 +28,7 @@ from ops.procs import tree
 from schemas import events as ev
 from schemas import tables as t
 from schemas.progress import read_progress
-from serving.snapshot_store import SnapshotReader
+from snapshots.reader import SnapshotReader
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,7 +17,7 @@ from conf.version import argument_parser
 from remoting import acl, codes
 from remoting.front import Front
 from schemas.metrics import RemotingMetrics, SnapshotMetrics
-from serving.snapshot_store import SnapshotStore
+from snapshots.store import SnapshotStore
 
 log = logging.getLogger("namesrv.remoting")
 # A write to an unreachable Kafka fails after this long: under mqadmin's 5 s request timeout.
@@ -40,7 +40,7 @@ def build_front(cfg: Config, *, store: SnapshotStore | None = None) -> Front:
     from eventlog.publisher import EventPublisher
     metrics = RemotingMetrics(codes.REQUEST_CODES)
     if store is None:
-        from serving.snapshot_store import SnapshotReader
+        from snapshots.reader import SnapshotReader
         store = SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000,
                               retention_ms=cfg.history_retention_ms,
                               metrics=SnapshotMetrics(metrics.registry, prefix="namesrv_remoting_snapshot"))

@@ -146,7 +146,7 @@ LIVENESS_CODES = frozenset({codes.BROKER_HEARTBEAT, codes.QUERY_DATA_VERSION})
 
 class Front:
     """Connections, dispatch and the write path; `store` is the served-snapshot holder
-    (serving.snapshot_store.SnapshotStore), `publisher_factory` builds an EventPublisher."""
+    (snapshots.store.SnapshotStore), `publisher_factory` builds an EventPublisher."""
 
     def __init__(self, cfg: Config, store: Any, publisher_factory: Callable[[], EventPublisher],
                  *, max_frame_bytes: int = MAX_FRAME_BYTES, metrics: RemotingMetrics | None = None) -> None:

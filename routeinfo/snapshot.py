@@ -1,6 +1,6 @@
 """One consistent cut of the route tables, indexed for the read model (pure, no I/O).
 
-`build_snapshot` turns the rows of one cut (as `serving.snapshot_store` loads them from Delta,
+`build_snapshot` turns the rows of one cut (as `snapshots.reader` loads them from Delta,
 or as tests and the reference model produce them) into the lookups RocketMQ's reads need:
 topic -> QueueDatas, brokerName -> BrokerData, cluster -> brokerNames, the live table by
 address, filter servers, KV namespaces and the runtime switches.

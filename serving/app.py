@@ -18,7 +18,8 @@ from serving import admin, cluster, dashboard, errors, health, history, kv, life
 from serving.context import stamp_snapshot
 from serving.fastpath import RouteBodies
 from serving.metrics import ServedCutCollector
-from serving.snapshot_store import SnapshotReader, SnapshotStore
+from snapshots.reader import SnapshotReader
+from snapshots.store import SnapshotStore
 
 
 class AnythingConverter(PathConverter):

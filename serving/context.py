@@ -9,7 +9,7 @@ from schemas.fields import InvalidInput
 from serving.errors import ApiError
 from serving.fastpath import SNAPSHOT_HEADER
 from serving.params import parse_instant, parse_int
-from serving.snapshot_store import SnapshotStore
+from snapshots.store import SnapshotStore
 
 EXTENSION = "namesrv.snapshots"
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from routeinfo import route_reads
 from schemas.metrics import FAST_PATH_ENDPOINT
-from serving.snapshot_store import SnapshotStore
+from snapshots.store import SnapshotStore
 
 ENDPOINT_KEY = "namesrv.endpoint"  # where serving.metrics reads the endpoint name
 # Every answer names the cut it came from, so answers of different replicas can be compared.

@@ -21,7 +21,7 @@ from typing import Protocol
 from flask import Flask
 
 from serving.context import EXTENSION
-from serving.snapshot_store import SnapshotStore
+from snapshots.store import SnapshotStore
 
 log = logging.getLogger(__name__)
 RESOURCES = "namesrv.lifecycle"

@@ -21,7 +21,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from eventlog.lag import LagProbe
 from schemas.metrics import ServerMetrics, read_metrics_files
 from serving.fastpath import ENDPOINT_KEY
-from serving.snapshot_store import SnapshotStore
+from snapshots.store import SnapshotStore
 
 log = logging.getLogger(__name__)
 EXTENSION = "namesrv.metrics"

@@ -23,7 +23,7 @@ from eventlog.topics import ensure_topic
 from schemas import events as ev
 from schemas import tables as t
 from schemas.progress import read_progress
-from serving.snapshot_store import SnapshotReader
+from snapshots.reader import SnapshotReader
 from tests.helpers import DEFAULTS, norm, topics
 from tests.model.namesrv_model import NamesrvModel
 

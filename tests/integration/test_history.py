@@ -9,7 +9,8 @@ from deltalake import DeltaTable
 
 from schemas import events as ev
 from schemas import tables as t
-from serving.snapshot_store import SnapshotReader, SnapshotStore
+from snapshots.reader import SnapshotReader
+from snapshots.store import SnapshotStore
 from tests.delta_history import SinkDriver
 from tests.harness import Pipeline
 from tests.helpers import DEFAULTS, reg, topics

@@ -347,7 +347,8 @@ def test_kafka_unreachable_refuses_writes_clearly_and_keeps_serving_reads(system
 
 
 def test_no_snapshot_yet_answers_name_server_not_ready(system, tmp_path):
-    from serving.snapshot_store import SnapshotReader, SnapshotStore
+    from snapshots.reader import SnapshotReader
+    from snapshots.store import SnapshotStore
     empty = SnapshotStore(SnapshotReader(tmp_path), 0.1, retention_ms=3_600_000)
     other = _front_on_thread({}, empty, system)
     try:

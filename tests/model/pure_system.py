@@ -8,9 +8,9 @@ from typing import Any
 
 from pipelines.sink import plan_batch
 from pipelines.step import StepConfig, run_group
+from routeinfo.snapshot import build_snapshot
 from schemas import events as ev
 from schemas import tables as t
-from serving.snapshot_store import build_snapshot
 from tests.helpers import routing_config
 
 

@@ -50,13 +50,15 @@ def imported_packages(package: str) -> dict[str, set[str]]:
     ("conf", {"flask", "pyspark", "deltalake", "kafka", "serving", "pipelines", "tests"}),
     # the Kafka client is shared by the job, the server, the launcher and the tools: no Spark
     ("eventlog", {"pyspark", "flask", "serving", "pipelines", "tests"}),
+    # the cuts both fronts serve: neither front's business, nor the streaming job's
+    ("snapshots", {"flask", "pyspark", "kafka", "serving", "remoting", "pipelines", "eventlog", "ops", "fleet", "tests"}),
     # the server reads Delta and answers; the streaming job's modules are not its business
     ("serving", {"pipelines", "pyspark", "ops", "fleet", "tests"}),
     ("pipelines", {"serving", "flask", "ops", "fleet", "tests"}),
-    # the remoting front reads cuts like the HTTP server, but is no Flask app
-    ("remoting", {"flask", "pyspark", "pipelines", "ops", "fleet", "tests"}),
+    # the remoting front reads cuts like the HTTP server (from snapshots), but is no Flask app
+    ("remoting", {"flask", "serving", "pyspark", "pipelines", "ops", "fleet", "tests"}),
     ("ops", {"serving", "flask", "tests"}),
-    ("fleet", {"flask", "tests"}),  # the soak times snapshot loads with serving.snapshot_store
+    ("fleet", {"flask", "tests"}),  # the soak times snapshot loads with snapshots.reader
     ("bench", {"tests"}),
 ])
 def test_layers_import_only_what_they_may(package, forbidden):

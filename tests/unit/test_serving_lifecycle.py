@@ -15,7 +15,8 @@ from conf import load_config
 from serving import lifecycle, writes
 from serving.app import create_app
 from serving.context import EXTENSION
-from serving.snapshot_store import SnapshotReader, SnapshotStore
+from snapshots.reader import SnapshotReader
+from snapshots.store import SnapshotStore
 
 
 def new_threads(before: set[threading.Thread]) -> set[threading.Thread]:

@@ -1,0 +1,36 @@
+"""Whether the served cut is fresh enough to answer from, told from the cut and the job's records
+(schemas.progress): readiness (a served cut, and a batch committed by the job instance that runs
+now) and read-your-writes (the source offsets a cut reflects). Pure; the store
+(`snapshots.store`) holds the cut and the records, and waits for a newer cut when asked to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from routeinfo.snapshot import Snapshot
+
+
+def served_offsets(snap: Snapshot, progress: dict[str, Any] | None) -> dict[str, int]:
+    """Source offsets whose events the served snapshot `snap` reflects.
+
+    The job writes a snapshot only when something changed and records every batch's
+    progress; if the served snapshot is the newest one that progress knows of, everything up
+    to the progress offsets is included (the batches after it changed nothing).
+    """
+    if progress is not None and progress.get("snapshotId") == snap.snapshot_id:
+        return {str(k): int(v) for k, v in progress["sourceOffsets"].items()}
+    return snap.source_offsets
+
+
+def not_ready(snap: Snapshot, progress: dict[str, Any] | None, job_started: int | None) -> str | None:
+    """Why a server serving `snap` should not take traffic yet (None: ready): it needs a served cut,
+    and the job instance that runs now (started at `job_started`) must have committed a batch
+    since it started, so that a registration published now is served within a batch or two."""
+    if snap.snapshot_id is None:
+        return "no snapshot is served yet: the streaming job has not committed its first cut"
+    if job_started is None:
+        return "the streaming job has not started"
+    if progress is None or progress.get("jobStartedAt") != job_started:
+        return "the streaming job has started but not committed a batch yet"
+    return None

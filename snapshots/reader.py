@@ -1,0 +1,141 @@
+"""Reading consistent cuts, and the history rows about them, from the Delta tables.
+
+A cut is the newest `snapshots` row plus each state table loaded at the version that row
+records, so a reader never mixes two batches (`routeinfo.snapshot` indexes it).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from conf.store import StorePath, store_path
+from routeinfo.snapshot import Snapshot, build_snapshot
+from schemas import tables as t
+
+
+def _parquet_source(path: StorePath) -> str | pa.BufferReader:
+    """What pyarrow reads a data file from: its local path, or its bytes read off HDFS (pyarrow's
+    own HDFS client needs libhdfs, a native Hadoop build that Maven's jars do not carry)."""
+    return str(path) if isinstance(path, Path) else pa.BufferReader(path.read_bytes())
+
+
+class SnapshotReader:
+    """Reads cuts from the warehouse; keeps DeltaTable handles to load versions incrementally."""
+
+    def __init__(self, warehouse: StorePath) -> None:
+        self.warehouse = store_path(warehouse)
+        self._handles: dict[str, DeltaTable] = {}
+        self._rows: dict[str, tuple[int, list[dict[str, Any]]]] = {}  # table -> (version, rows) last loaded
+        self._files: dict[str, dict[str, pa.Table]] = {}  # table -> data file -> its rows, as last read
+
+    def _table(self, table: t.TableDef, version: int | None = None) -> DeltaTable:
+        dt = self._handles.get(table.name)
+        path = str(self.warehouse / table.name)
+        if dt is None:
+            dt = DeltaTable(path) if version is None else DeltaTable(path, version=version)
+            self._handles[table.name] = dt
+        elif version is None:
+            dt.update_incremental()
+        elif dt.version() != version:
+            dt.load_as_version(version)
+        return dt
+
+    def row_at(self, *, as_of_ms: int | None = None, snapshot_id: int | None = None) -> dict[str, Any] | None:
+        """The snapshots row with `snapshot_id`, or the newest committed at or before `as_of_ms`."""
+        if not DeltaTable.is_deltatable(str(self.warehouse / t.SNAPSHOTS.name)):
+            return None
+        dataset = self._table(t.SNAPSHOTS).to_pyarrow_dataset()
+        flt = pc.field("snapshotId") == snapshot_id if snapshot_id is not None else pc.field("commitTime") <= as_of_ms
+        rows = dataset.to_table(filter=flt).to_pylist()
+        return max(rows, key=lambda r: r["snapshotId"]) if rows else None
+
+    def list_rows(self, *, limit: int, before: int | None = None) -> tuple[list[dict[str, Any]], int]:
+        """Newest first, at most `limit` rows with snapshotId < `before`; and the total count."""
+        if not DeltaTable.is_deltatable(str(self.warehouse / t.SNAPSHOTS.name)):
+            return [], 0
+        table = self._table(t.SNAPSHOTS).to_pyarrow_dataset().to_table()
+        total = table.num_rows
+        if before is not None:
+            table = table.filter(pc.field("snapshotId") < before)
+        ids = table.column("snapshotId").to_pylist()
+        order = sorted(range(len(ids)), key=lambda i: -ids[i])[:limit]
+        return table.take(pa.array(order, type=pa.int64())).to_pylist(), total  # [] alone is a null array
+
+    def changes(self, version: int, flt: Any) -> list[dict[str, Any]]:
+        """route_changes rows as of table version `version` that match the pyarrow filter `flt`."""
+        dt = self._table(t.ROUTE_CHANGES, version)
+        rows: list[dict[str, Any]] = dt.to_pyarrow_dataset().to_table(filter=flt).to_pylist()
+        rows.sort(key=lambda r: (r["snapshotId"], r["seq"]))
+        return rows
+
+    def newest_row(self, after: int | None = None) -> dict[str, Any] | None:
+        """The newest `snapshots` row (None if there is none yet, or none newer than `after`)."""
+        path = self.warehouse / t.SNAPSHOTS.name
+        if not DeltaTable.is_deltatable(str(path)):
+            return None
+        dt = self._table(t.SNAPSHOTS)
+        dataset = dt.to_pyarrow_dataset()
+        flt = None if after is None else pc.field("snapshotId") > after
+        rows = dataset.to_table(filter=flt).to_pylist()
+        return max(rows, key=lambda r: r["snapshotId"]) if rows else None
+
+    def _read(self, table: t.TableDef, version: int) -> pa.Table:
+        """A table at a version, reading only the data files the last read of it did not: a cut
+        replaces a few owners' rows, so most of its files are the previous cut's, and reading them
+        all again was most of a refresh once a table had hundreds of files (docs/latency.md). A data
+        file never changes once written; a table with deletion vectors is read whole."""
+        dt = self._table(table, version)
+        if dt.protocol().reader_features:
+            return dt.to_pyarrow_table()
+        paths = pa.table(dt.get_add_actions(flatten=True)).column("path").to_pylist()
+        kept = self._files.get(table.name, {})
+        root = self.warehouse / table.name
+        parts = {p: kept[p] if p in kept else pq.read_table(_parquet_source(root / unquote(p)), schema=table.schema)
+                 for p in paths}
+        self._files[table.name] = parts
+        return pa.concat_tables(parts.values()) if parts else table.schema.empty_table()
+
+    def load(self, row: dict[str, Any], previous: Snapshot | None = None) -> Snapshot:
+        """The cut `row` names. Its topic_queue index is taken from `previous` when that cut has
+        the same topic_queue version: most cuts change only liveness (a flush of broker_live
+        every minute), and re-reading and re-sorting a million queue rows for each would cost
+        a second of CPU and briefly double the process's memory."""
+        tables: dict[str, Any] = {}
+        for table in t.STATE_TABLES:
+            version = row[t.version_column(table)]
+            if table is t.TOPIC_QUEUE and previous is not None and previous.versions.get(table.name) == version:
+                tables[table.name] = previous.topics
+                continue
+            kept = self._rows.get(table.name)
+            if kept is not None and kept[0] == version:  # unchanged since the last load: not read again
+                tables[table.name] = kept[1]
+                continue
+            arrow = self._read(table, version)
+            tables[table.name] = arrow if table is t.TOPIC_QUEUE else arrow.to_pylist()
+            if table is not t.TOPIC_QUEUE:
+                self._rows[table.name] = (version, tables[table.name])
+        return build_snapshot(row, tables)
+
+
+class LockedReader:
+    """Calls a SnapshotReader's methods under a lock."""
+
+    def __init__(self, reader: SnapshotReader, lock: threading.Lock) -> None:
+        self._reader, self._lock = reader, lock
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._reader, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return method(*args, **kwargs)
+        return call

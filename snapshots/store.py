@@ -1,0 +1,200 @@
+"""The served cut, and the thread that swaps in newer ones as the job commits them.
+
+Loading happens on a background thread; a request only dereferences `SnapshotStore.current`, so it
+never waits on a load. Readiness and read-your-writes are told from the cut and the job's records
+(`snapshots.freshness`), past cuts come from a reader of their own (`snapshots.history`). Flask-free:
+the HTTP server, the remoting front and the tools use it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from conf.memory import release_memory
+from routeinfo.snapshot import Snapshot
+from schemas.metrics import SnapshotMetrics
+from schemas.progress import PROGRESS_FILE, covers, read_job_start, read_progress
+from snapshots import freshness
+from snapshots.history import History
+from snapshots.reader import LockedReader, SnapshotReader
+
+log = logging.getLogger(__name__)
+# How often the refresher looks at the progress record's file for a rewrite (one stat).
+WATCH_S = 0.02
+RELEASE_AFTER_ROWS = 100_000  # topic_queue rows above which a reload gives its memory back
+
+
+class SnapshotStore:
+    """Holds the served snapshot; a daemon thread swaps in newer cuts as they are committed."""
+
+    FULL_SCAN_S = 5.0  # longest a cut announced only by the `snapshots` table waits to be seen
+
+    def __init__(self, reader: SnapshotReader, refresh_interval_s: float, *, retention_ms: int,
+                 metrics: SnapshotMetrics | None = None) -> None:
+        self.reader = reader
+        self.metrics = metrics
+        self.refresh_interval_s = refresh_interval_s
+        self.current: Snapshot = Snapshot.empty()
+        self.progress: dict[str, Any] | None = None
+        self.job_started: int | None = None  # the running job instance's start (schemas.progress)
+        self.last_check: float | None = None
+        self.last_error: str | None = None
+        self._stop = threading.Event()
+        self._poke = threading.Event()
+        self._lock = threading.Lock()
+        self._swapped = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._last_scan = float("-inf")
+        self.history = History(reader.warehouse, retention_ms, lambda: self.current)
+
+    @property
+    def retention_ms(self) -> int:
+        """How far back past cuts are served (NAMESRV_HISTORY_RETENTION_MS)."""
+        return self.history.retention_ms
+
+    def refresh(self) -> bool:
+        """Load the newest cut if it is newer than the served one; True if a swap happened."""
+        with self._lock:
+            started = time.perf_counter()
+            swapped = self._refresh()
+            if self.metrics is not None:
+                self.metrics.observe(time.perf_counter() - started, ok=self.last_error is None, swapped=swapped)
+        if swapped:
+            with self._swapped:
+                self._swapped.notify_all()
+        return swapped
+
+    def served_offsets(self) -> dict[str, int]:
+        """Source offsets whose events the served snapshot reflects (`freshness.served_offsets`)."""
+        return freshness.served_offsets(self.current, self.progress)
+
+    def serves(self, coords: list[tuple[int, int]]) -> bool:
+        """Whether the served snapshot includes the events published at these (partition, offset)s."""
+        return covers(self.served_offsets(), coords)
+
+    def not_ready(self) -> str | None:
+        """Why this server should not take traffic yet (None: ready; `freshness.not_ready`)."""
+        return freshness.not_ready(self.current, self.progress, self.job_started)
+
+    def _refresh(self) -> bool:
+        try:
+            self.progress = read_progress(self.reader.warehouse)
+            self.job_started = read_job_start(self.reader.warehouse)
+            now = time.monotonic()
+            if self._nothing_newer(now):
+                self.last_check = time.time()
+                self.last_error = None
+                return False
+            row = self._announced_cut()
+            if row is None:
+                row = self.reader.newest_row(after=self.current.snapshot_id)
+                self._last_scan = now
+            self.last_check = time.time()
+            if row is None:
+                self.last_error = None
+                return False
+            snap = self.reader.load(row, previous=self.current)
+        except Exception as exc:  # keep serving the last good cut; /healthz reports the error
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.warning("snapshot refresh failed, still serving %s: %s", self.current.snapshot_id, self.last_error)
+            return False
+        reloaded = snap.topics is not self.current.topics
+        self.current = snap  # atomic reference swap
+        self.last_error = None
+        if reloaded and snap.topics.row_count() >= RELEASE_AFTER_ROWS:
+            release_memory()  # the old index and the load's buffers, once requests drop them
+        return True
+
+    def _announced_cut(self) -> dict[str, Any] | None:
+        """The newest cut's `snapshots` row as the job's progress record carries it, when that cut
+        is newer than the served one: no scan of the `snapshots` table, whose files grow by one
+        per cut (docs/latency.md)."""
+        cut = (self.progress or {}).get("cut")
+        current = self.current.snapshot_id
+        if not isinstance(cut, dict) or cut.get("snapshotId") != (self.progress or {}).get("snapshotId"):
+            return None
+        return cut if current is None or cut["snapshotId"] > current else None
+
+    def _nothing_newer(self, now: float) -> bool:
+        """Whether the job's progress record says no cut newer than the served one exists.
+
+        The job writes `_progress.json` (a few hundred bytes) after every batch, naming the newest
+        cut it committed; reading it is far cheaper than scanning the `snapshots` table, which a
+        poll every refresh interval otherwise does (a third of the remoting front's CPU under a
+        registration wave). The table is still scanned every `FULL_SCAN_S`: a job killed between
+        committing a cut and writing its progress leaves that cut announced only in the table.
+        """
+        progress = self.progress
+        if progress is None or now - self._last_scan >= self.FULL_SCAN_S:
+            return False
+        newest = progress.get("snapshotId")
+        return newest is not None and newest == self.current.snapshot_id
+
+    def historic(self, *, as_of_ms: int | None = None, snapshot_id: int | None = None) -> Snapshot:
+        """The cut as of an instant or with an id (time travel); raises LookupError with a remark.
+
+        Served from a separate reader (its own table handles) and a small cache, so time-travel
+        requests never disturb the current snapshot or each other (`snapshots.history`).
+        """
+        return self.history.cut(as_of_ms=as_of_ms, snapshot_id=snapshot_id)
+
+    def reader_for_history(self) -> LockedReader:
+        """The history reader, for list/change queries (serialized: its handles are stateful)."""
+        return self.history.reader()
+
+    def wait_for(self, covered: Callable[[Snapshot], bool], timeout_s: float) -> Snapshot | None:
+        """Block until `covered(snapshot)` holds for the served snapshot, or None after `timeout_s`.
+
+        Waiting writers poke the refresher so a new cut is picked up as soon as it is committed.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            snap = self.current
+            if covered(snap):
+                return snap
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            self._poke.set()
+            with self._swapped:
+                self._swapped.wait(min(remaining, 0.05))
+
+    def poke(self) -> None:
+        """Ask the refresher to look for a newer cut now (a writer is waiting for one)."""
+        self._poke.set()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="snapshot-refresh", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._poke.set()
+
+    def _run(self) -> None:
+        """Refresh when poked, every refresh interval, and as soon as the job rewrites its progress
+        record: a stat of that file every WATCH_S costs next to nothing, and finds a new cut in
+        tens of milliseconds instead of half a refresh interval on average (docs/latency.md)."""
+        while not self._stop.is_set():
+            seen = self._progress_mark()
+            self.refresh()
+            due = time.monotonic() + self.refresh_interval_s
+            while not self._stop.is_set():
+                if self._poke.wait(min(WATCH_S, max(0.0, due - time.monotonic()))):
+                    self._poke.clear()
+                    break
+                if time.monotonic() >= due or self._progress_mark() != seen:
+                    break
+
+    def _progress_mark(self) -> tuple[int, int, int] | None:
+        """Identifies the progress record's current version (it is replaced by a rename)."""
+        try:
+            st = (self.reader.warehouse / PROGRESS_FILE).stat()
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
