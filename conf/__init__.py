@@ -167,6 +167,11 @@ class Config:
                                        "how often the server reads the job's progress record for a newer snapshot (it also "
                                        "looks at that file's identity every 20 ms and reloads as soon as the job rewrites it)",
                                        positive=True)
+    max_staleness_ms: int = setting(
+        "NAMESRV_MAX_STALENESS_MS", 30000,
+        "a serving replica that has not read the store for this long (cut off from it) reports not ready on "
+        "/readyz; it keeps answering lookups from its last cut, and every HTTP answer says how stale in "
+        "X-Namesrv-Staleness-Ms", positive=True)
     write_timeout_ms: int = setting("NAMESRV_WRITE_TIMEOUT_MS", 30000,
                                     "how long a write waits to be materialized before answering 504", positive=True)
     admin_token: str = setting("NAMESRV_ADMIN_TOKEN", "",

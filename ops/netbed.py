@@ -112,6 +112,16 @@ class Bed:
     def heal(self, name: str) -> None:
         _ip("link", "set", self.hosts[name].link, "up")
 
+    def cut_between(self, name: str, others: list[str]) -> None:
+        """Cut `name` off from `others` only (blackhole routes in its namespace: what it sends them is
+        dropped); the rest of the bed, and this machine, still reach it."""
+        for other in others:
+            _ip("-n", self.hosts[name].netns, "route", "add", "blackhole", f"{self.hosts[other].addr}/32")
+
+    def heal_between(self, name: str, others: list[str]) -> None:
+        for other in others:
+            _ip("-n", self.hosts[name].netns, "route", "del", "blackhole", f"{self.hosts[other].addr}/32", check=False)
+
     def describe(self) -> list[str]:
         return [f"{h.name:<12} {h.addr:<14} netns {h.netns}" for h in self.hosts.values()]
 

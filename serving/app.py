@@ -36,7 +36,8 @@ def create_app(cfg: Config) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = 1024 * 1024
     m = ServerMetrics()
     snapshots = SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000,
-                              retention_ms=cfg.history_retention_ms, metrics=SnapshotMetrics(m.registry))
+                              retention_ms=cfg.history_retention_ms, metrics=SnapshotMetrics(m.registry),
+                              max_staleness_ms=cfg.max_staleness_ms)
     lag = LagProbe(cfg.bootstrap, cfg.kafka_topic)  # connects on the first scrape
     m.registry.register(ServedCutCollector(snapshots, lag))
     publisher = ReconnectingPublisher(  # connects on the first write

@@ -7,7 +7,7 @@ from flask import Response, current_app, g, request
 from routeinfo.snapshot import Snapshot
 from schemas.fields import InvalidInput
 from serving.errors import ApiError
-from serving.fastpath import SNAPSHOT_HEADER
+from serving.fastpath import SNAPSHOT_HEADER, STALENESS_HEADER
 from serving.params import parse_instant, parse_int
 from snapshots.store import SnapshotStore
 
@@ -52,4 +52,7 @@ def stamp_snapshot(response: Response) -> Response:
         snap = store().current
     if snap.snapshot_id is not None:
         response.headers[SNAPSHOT_HEADER] = str(snap.snapshot_id)
+    staleness = store().staleness_ms()
+    if staleness is not None:
+        response.headers[STALENESS_HEADER] = str(staleness)
     return response

@@ -20,6 +20,8 @@ from snapshots.store import SnapshotStore
 ENDPOINT_KEY = "namesrv.endpoint"  # where serving.metrics reads the endpoint name
 # Every answer names the cut it came from, so answers of different replicas can be compared.
 SNAPSHOT_HEADER = "X-Namesrv-Snapshot"
+# ... and how long ago this replica last read the store (a cut-off replica answers from its last cut).
+STALENESS_HEADER = "X-Namesrv-Staleness-Ms"
 
 _PREFIX, _SUFFIX = "/topics/", "/route"
 
@@ -40,6 +42,7 @@ class RouteBodies:
                 environ[ENDPOINT_KEY] = FAST_PATH_ENDPOINT
                 start_response("200 OK", [("Content-Type", "application/json"),
                                           ("Content-Length", str(len(body))),
-                                          (SNAPSHOT_HEADER, str(snap.snapshot_id))])
+                                          (SNAPSHOT_HEADER, str(snap.snapshot_id)),
+                                          (STALENESS_HEADER, str(self.snapshots.staleness_ms() or 0))])
                 return [body]
         return self.app(environ, start_response)

@@ -82,6 +82,10 @@ class ServedCutCollector:
                      -1 if snap.snapshot_id is None else snap.snapshot_id)
         age = 0.0 if snap.commit_time is None else max(0.0, time.time() - snap.commit_time / 1000)
         yield _gauge("namesrv_snapshot_age_seconds", "Time since the served cut was committed", age)
+        staleness = self.store.staleness_ms()
+        yield _gauge("namesrv_snapshot_staleness_seconds",
+                     "Time since this replica last read the store (grows while it is cut off from it; -1: never)",
+                     -1 if staleness is None else staleness / 1000)
         yield _gauge("namesrv_brokers_live", "Live broker entries (brokerLive) in the served cut", len(snap.live))
         yield _gauge("namesrv_broker_groups", "Broker groups (brokerAddr) in the served cut", len(snap.brokers))
         yield _gauge("namesrv_clusters", "Clusters in the served cut", len(snap.clusters))

@@ -23,6 +23,15 @@ def served_offsets(snap: Snapshot, progress: dict[str, Any] | None) -> dict[str,
     return snap.source_offsets
 
 
+def too_stale(snap: Snapshot, staleness_ms: int | None, max_staleness_ms: int | None) -> str | None:
+    """Why a replica that has not read the store for `staleness_ms` should not take traffic (None:
+    it may): it still answers from `snap`, but a load balancer should prefer a replica that reads."""
+    if max_staleness_ms is None or staleness_ms is None or staleness_ms <= max_staleness_ms:
+        return None
+    return (f"the store has not been read for {staleness_ms / 1000:.0f} s (NAMESRV_MAX_STALENESS_MS is "
+            f"{max_staleness_ms / 1000:.0f} s): answers come from cut {snap.snapshot_id}, the newest one seen then")
+
+
 def not_ready(snap: Snapshot, progress: dict[str, Any] | None, job_started: int | None) -> str | None:
     """Why a server serving `snap` should not take traffic yet (None: ready): it needs a served cut,
     and the job instance that runs now (started at `job_started`) must have committed a batch

@@ -34,14 +34,16 @@ class SnapshotStore:
     FULL_SCAN_S = 5.0  # longest a cut announced only by the `snapshots` table waits to be seen
 
     def __init__(self, reader: SnapshotReader, refresh_interval_s: float, *, retention_ms: int,
-                 metrics: SnapshotMetrics | None = None) -> None:
+                 metrics: SnapshotMetrics | None = None, max_staleness_ms: int | None = None) -> None:
+        """`max_staleness_ms`: how long the store may go unread before `not_ready` says so (None: no bound)."""
         self.reader = reader
         self.metrics = metrics
         self.refresh_interval_s = refresh_interval_s
         self.current: Snapshot = Snapshot.empty()
         self.progress: dict[str, Any] | None = None
         self.job_started: int | None = None  # the running job instance's start (schemas.progress)
-        self.last_check: float | None = None
+        self.last_check: float | None = None  # when the store last answered (time.time())
+        self.max_staleness_ms = max_staleness_ms
         self.last_error: str | None = None
         self._stop = threading.Event()
         self._poke = threading.Event()
@@ -77,8 +79,15 @@ class SnapshotStore:
         return covers(self.served_offsets(), coords)
 
     def not_ready(self) -> str | None:
-        """Why this server should not take traffic yet (None: ready; `freshness.not_ready`)."""
-        return freshness.not_ready(self.current, self.progress, self.job_started)
+        """Why this server should not take traffic (None: ready; `freshness.not_ready`, then
+        `freshness.too_stale`)."""
+        return freshness.not_ready(self.current, self.progress, self.job_started) or \
+            freshness.too_stale(self.current, self.staleness_ms(), self.max_staleness_ms)
+
+    def staleness_ms(self) -> int | None:
+        """How long ago the store last answered this replica (None: never): while it is cut off from
+        the store, its answers come from a cut at least this old."""
+        return None if self.last_check is None else max(0, int((time.time() - self.last_check) * 1000))
 
     def _refresh(self) -> bool:
         try:

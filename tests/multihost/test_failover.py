@@ -307,3 +307,42 @@ def test_a_kafka_outage_longer_than_the_broker_timeout_expires_no_one(site, figu
             f"brokers never left the routes on either replica ({sent['ok']} heartbeat rounds acknowledged, "
             f"{sent['failed']} refused during the outage); the silent one expired {expired_s:.0f} s after the heal; "
             f"replicas agree at cut {_agreed(site)}")
+
+
+def test_a_serving_host_cut_off_from_the_store_answers_from_its_last_cut_and_says_how_old(site, figures):
+    """serve-1 loses the store (HDFS) but not its clients: it keeps answering lookups from its last
+    cut, every answer's X-Namesrv-Staleness-Ms and its staleness metric grow, /readyz turns 503 past
+    NAMESRV_MAX_STALENESS_MS (30 s); serve-2 serves what is published meanwhile. Healed, serve-1
+    catches up and both agree again."""
+    from ops.programs import http_get
+    bed = site[0]
+    store_hosts = ["namenode", "datanode-1", "datanode-2"]
+    one, two = bed.hosts["serve-1"], bed.hosts["serve-2"]
+    before = _answers(one)[0]
+    bed.cut_between("serve-1", store_hosts)
+    cut_at = time.monotonic()
+    try:
+        from eventlog.publisher import EventPublisher
+        with EventPublisher(site[1].bootstrap, TOPIC, max_message_bytes=1 << 20) as pub:
+            pub.publish([reg("st-0", 0, "10.6.0.1:10911", tps=topics("StTopic", "StBase"), timeout_ms=KEPT_MS)])
+        _wait(lambda: _serves(two, "StTopic"), 120, "serve-2: a registration published during serve-1's cut")
+        reason = _wait(lambda: (lambda r: r[2].decode() if r[0] == 503 else None)(http_get(one, "/readyz")), 120,
+                       "serve-1 to report not ready, cut off from the store")
+        unready_s = time.monotonic() - cut_at
+        status, headers, _ = http_get(one, "/topics/MhTopic1/route")
+        staleness = int({k.lower(): v for k, v in headers.items()}["x-namesrv-staleness-ms"])
+        metrics = http_get(one, "/metrics")[2].decode()
+        gauge = next(float(line.split()[-1]) for line in metrics.splitlines()
+                     if line.startswith("namesrv_snapshot_staleness_seconds "))
+        still = _answers(one)[0]
+        assert status == 200 and not _serves(one, "StTopic")  # answers, from its last cut
+        assert "store has not been read" in reason and staleness > 30_000 and gauge > 30 and still == before
+    finally:
+        bed.heal_between("serve-1", store_hosts)
+    healed = time.monotonic()
+    _wait(lambda: _serves(one, "StTopic") and http_get(one, "/readyz")[0] == 200, 120,
+          "serve-1 to catch up once it reaches the store again")
+    caught_s = time.monotonic() - healed
+    figures(f"failover across hosts: serve-1 cut off from HDFS kept answering from cut {before}; /readyz 503 after "
+            f"{unready_s:.0f} s (staleness header {staleness} ms, gauge {gauge:.0f} s); healed, it served the cut's "
+            f"writes and was ready again in {caught_s:.1f} s; replicas agree at cut {_agreed(site)}")

@@ -122,9 +122,9 @@ def test_the_operations_page_lists_every_prometheus_metric():
     for registry in (JobMetrics().registry, RemotingMetrics(REQUEST_CODES).registry, server.registry):
         for family in registry.collect():
             names.add(family.name + ("_total" if family.type == "counter" else ""))
-    scrape_time = {"namesrv_snapshot_id", "namesrv_snapshot_age_seconds", "namesrv_consumer_lag_records",
-                   "namesrv_consumer_lag_seconds", "namesrv_kafka_up", "namesrv_broker_groups", "namesrv_brokers_live",
-                   "namesrv_clusters", "namesrv_topics", "namesrv_ready"}
+    scrape_time = {"namesrv_snapshot_id", "namesrv_snapshot_age_seconds", "namesrv_snapshot_staleness_seconds",
+                   "namesrv_consumer_lag_records", "namesrv_consumer_lag_seconds", "namesrv_kafka_up",
+                   "namesrv_broker_groups", "namesrv_brokers_live", "namesrv_clusters", "namesrv_topics", "namesrv_ready"}
     import inspect
 
     from serving import metrics
