@@ -9,6 +9,7 @@ figure does not stay flat. Bounded: it stops after N minutes.
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
 import signal
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
-def soak(args) -> bool:
+def soak(args: argparse.Namespace) -> bool:
     data = Path(tempfile.mkdtemp(prefix="namesrv-soak-"))
     env = {**os.environ, "NAMESRV_DATA_DIR": str(data), "NAMESRV_KAFKA_BOOTSTRAP": "",
            "NAMESRV_KAFKA_EMBEDDED_PORT": str(free_port()), "NAMESRV_HTTP_PORT": str(free_port()),

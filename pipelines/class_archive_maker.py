@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from conf import load_config
@@ -63,7 +64,7 @@ def _warm_up(target: Path) -> None:
         proc.wait(timeout=120)
 
 
-def make(progress=print) -> Path | None:
+def make(progress: Callable[[str], object] = print) -> Path | None:
     """Make the archive for this Java and these jars unless it exists; None when there can be none."""
     path = archive_path()
     if path is None or path.is_file():

@@ -11,7 +11,9 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from conf import STATE_STORES, Config, jvm, load_config
@@ -33,7 +35,7 @@ QUERY_NAME = "namesrv-routes"
 EXECUTOR_PACKAGES = ("conf", "schemas", "routeinfo", "eventlog", "pipelines")
 
 
-def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: str | None = None):
+def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: str | None = None) -> Any:
     """A SparkSession for the job. Python workers must run this interpreter: a worker started
     with another Python (the system one) lacks the pinned packages and fails at import.
 
@@ -129,7 +131,7 @@ def _quiet_accumulator_server() -> None:
     if getattr(original, "_namesrv_quiet", False):
         return
 
-    def handle_error(self, request, client_address):
+    def handle_error(self: Any, request: Any, client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], EOFError):
             return
         original(self, request, client_address)
@@ -138,8 +140,9 @@ def _quiet_accumulator_server() -> None:
     acc.AccumulatorTCPServer.handle_error = handle_error  # type: ignore[method-assign]
 
 
-def start_query(spark, cfg: Config, *, query_name: str = QUERY_NAME, fault=None, events=None,
-                start_phases: dict[str, int] | None = None, lease: writer_lease.Lease | None = None):
+def start_query(spark: Any, cfg: Config, *, query_name: str = QUERY_NAME,
+                fault: Callable[[str], None] | None = None, events: Any = None,
+                start_phases: dict[str, int] | None = None, lease: writer_lease.Lease | None = None) -> Any:
     """Start the route query on `spark`; tables are created first so readers always find them.
     `events`: a stream with read_events' columns instead of the Kafka topic (the class archive's
     warm-up runs the query over files). `start_phases`: when the job's start-up phases ended,
@@ -188,7 +191,7 @@ def warm_python_workers(spark: Any, cfg: Config) -> None:
     from pyspark.sql.functions import col
     step = make_step(StepConfig.from_config(cfg))
 
-    def echo(pdf):
+    def echo(pdf: Any) -> Any:
         # The step rides along in the closure: unpickling it imports its modules. (Not as a
         # parameter default: a function of two parameters is called with (key, pdf), and the
         # standby's warm-up failed with UDF_RETURN_TYPE, ending the standby every time.)
@@ -294,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
                             fault=KillAtRandom(cfg.test_kill_probability) if cfg.test_kill_probability else None,
                             start_phases=phases, lease=lease)
 
-        def _stop(signum, frame):
+        def _stop(signum: int, frame: FrameType | None) -> None:
             if not stopping.is_set():
                 log.info("signal %d: stopping the query", signum)
                 stopping.set()

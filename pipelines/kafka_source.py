@@ -75,7 +75,7 @@ MAX_WAIT_S = 10.0
 WATCH_FETCH_WAIT_MS = 100
 
 
-def _reader_consumer(bootstrap: str):
+def _reader_consumer(bootstrap: str) -> Any:
     c = _READERS.get(bootstrap)
     if c is None:
         c = _READERS[bootstrap] = consumer(bootstrap)
@@ -106,7 +106,7 @@ class KafkaEventSource(DataSource):
     def schema(self) -> str:
         return RAW_SCHEMA
 
-    def streamReader(self, schema) -> KafkaStreamReader:
+    def streamReader(self, schema: Any) -> KafkaStreamReader:
         return KafkaStreamReader(dict(self.options))
 
 
@@ -148,7 +148,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._marks: dict[int, list[tuple[int, bool, int]]] = {}
 
     # -- driver side
-    def _tps(self):
+    def _tps(self) -> list[Any]:
         from kafka import TopicPartition
         c = self._client()
         parts = c.partitions_for_topic(self.topic)
@@ -158,7 +158,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             parts = c.partitions_for_topic(self.topic) or set()
         return [TopicPartition(self.topic, p) for p in sorted(parts)]
 
-    def _client(self):
+    def _client(self) -> Any:
         if self._consumer is None:
             self._consumer = consumer(self.bootstrap, fetch_max_wait_ms=WATCH_FETCH_WAIT_MS)
         return self._consumer
@@ -432,7 +432,7 @@ class KafkaStreamReader(DataSourceStreamReader):
                 self._ends[tp.partition] = (off, ends[tp.partition])
         return ends
 
-    def partitions(self, start: dict, end: dict):
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         ranges: list[InputPartition] = []
         if end.get(IMPORT_OFFSET) and end[IMPORT_OFFSET] != start.get(IMPORT_OFFSET):
             ranges.append(StateImport(str(end[IMPORT_OFFSET])))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from deltalake import DeltaTable
@@ -59,7 +60,7 @@ def maintain(warehouse: str, retention_ms: int, tables: tuple[t.TableDef, ...] =
 class MaintenanceSchedule:
     """Decides when the next run is due; `NAMESRV_MAINTENANCE_INTERVAL_MS` apart."""
 
-    def __init__(self, interval_ms: int, clock=time.monotonic) -> None:
+    def __init__(self, interval_ms: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.interval_s = interval_ms / 1000
         self.clock = clock
         self.last = clock()

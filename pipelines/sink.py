@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,6 +36,9 @@ from routeinfo import housekeeping
 from schemas import tables as t
 from schemas.metrics import JobMetrics, reason_class, write_metrics_file
 from schemas.progress import write_job_start, write_progress
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 APP_ID = "namesrv-sink"
 # Above this many owners a batch's replacement rewrites the table instead of naming the owners in
@@ -176,7 +179,7 @@ class DeltaSink:
             raise Fenced(f"{dt.table_uri}: a writer of epoch {table_epoch(dt.metadata().configuration)} took over "
                          f"from epoch {self.lease.epoch}")
 
-    def __call__(self, df, batch_id: int) -> None:
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
         self._check_fence()  # before the batch's tasks run: a fenced job plans and computes nothing more
         called = _now_ms()
         arrow = df.toArrow()  # runs the batch: the source's read, the stateful stage, its state commit

@@ -10,8 +10,9 @@ instead, and keeps a standby's alive.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 SOURCE_NAME = "namesrv_warm_up"
 
@@ -24,10 +25,10 @@ class WarmUpSource(DataSource):
     def schema(self) -> str:
         return "n int"
 
-    def reader(self, schema) -> DataSourceReader:
+    def reader(self, schema: Any) -> DataSourceReader:
         return _OneRow()
 
 
 class _OneRow(DataSourceReader):
-    def read(self, partition) -> Iterator[tuple[int]]:
+    def read(self, partition: InputPartition) -> Iterator[tuple[int]]:
         yield (1,)
