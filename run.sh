@@ -67,7 +67,7 @@ setup() {
   # job's query over a few events (pipelines/class_archive_maker.py); afterwards a file check.
   "$VENV/bin/python" -m pipelines.class_archive_maker make || die "the class archive of Spark's driver could not be made (see above)"
   export PYSPARK_PYTHON="$VENV/bin/python" PYSPARK_DRIVER_PYTHON="$VENV/bin/python"
-  export SPARK_LOCAL_IP=127.0.0.1
+  export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"  # a driver host of a cluster sets its own address
 }
 
 # The benchmark's load generator and peer registry come from Debian; installed when missing and

@@ -32,6 +32,9 @@ TOPOLOGY: dict[str, tuple[str, str]] = {
     "namenode": ("HDFS NameNode", "store"),
     "datanode-1": ("HDFS DataNode", "store"),
     "datanode-2": ("HDFS DataNode", "store"),
+    "spark-master": ("Spark master (standalone)", "Spark"),
+    "worker-1": ("Spark worker (executors)", "Spark"),
+    "worker-2": ("Spark worker (executors)", "Spark"),
     "driver-a": ("the job (Spark driver)", "job"),
     "driver-b": ("the job's standby", "job"),
     "serve-1": ("HTTP + remoting front", "serving"),
@@ -52,6 +55,7 @@ def up() -> int:
     from ops.apache_kafka import start_cluster
     from ops.hdfs import start_hdfs
     from ops.programs import Site, wait_ready
+    from ops.standalone import start_cluster as start_standalone
     if _state_path().exists():
         print(f"cluster: already up ({_state_path()}); `./run.sh cluster down` first", file=sys.stderr)
         return 1
@@ -65,9 +69,15 @@ def up() -> int:
         fs = start_hdfs(bed.hosts["namenode"], [bed.hosts["datanode-1"], bed.hosts["datanode-2"]])
         work_dirs.append(str(fs.work_dir))
         pids.update({k: [p.pid] for k, p in fs.procs.items()})
-        print(f"cluster: Kafka {kafka.bootstrap} and HDFS {fs.url} are up; starting the job, its standby and "
-              "two serving replicas (a few minutes)", flush=True)
-        site = Site(kafka.bootstrap, f"{fs.url}/namesrv", load_config().data_dir / "cluster-hosts")
+        print(f"cluster: Kafka {kafka.bootstrap} and HDFS {fs.url} are up; starting Spark, the job, its standby "
+              "and two serving replicas (a few minutes)", flush=True)
+        spark = start_standalone(load_config().data_dir / "cluster-spark", workers=2, cores=2, memory="2g",
+                                 master_host=bed.hosts["spark-master"],
+                                 worker_hosts=[bed.hosts["worker-1"], bed.hosts["worker-2"]])
+        work_dirs.append(str(spark.work_dir))
+        pids.update({h: [p.pid] for h, p in zip(("spark-master", "worker-1", "worker-2"), spark.procs, strict=True)})
+        site = Site(kafka.bootstrap, f"{fs.url}/namesrv", load_config().data_dir / "cluster-hosts",
+                    {"NAMESRV_SPARK_MASTER": spark.master_url})
         work_dirs.append(str(site.work_dir))
         for host in ("driver-a", "driver-b"):
             pids[host] = [site.start("job", bed.hosts[host]).proc.pid]
@@ -165,10 +175,11 @@ def draw(path: Path = PICTURE) -> Path:
     ax.set_ylim(0, 6)
     ax.axis("off")
     ax.plot([0.3, width - 0.3], [3, 3], color="#555", linewidth=3)
-    ax.text(width - 0.3, 3.15, "bridge 10.77.0.254 (this machine)", ha="right", fontsize=8, color="#555")
+    ax.text(width - 0.3, 3.15, "bridge 10.77.0.254 (this machine)", ha="right", fontsize=8, color="#555",
+            bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
     ax.text(0.3, 2.65, "tables, checkpoint, leases on HDFS: hdfs://namenode:9000/namesrv", ha="left", fontsize=8,
-            color="#555")
-    colours = {"event log": "#f4c27a", "store": "#9cc7e8", "job": "#b5dfa6", "serving": "#e8b4d8"}
+            color="#555", bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
+    colours = {"event log": "#f4c27a", "store": "#9cc7e8", "job": "#b5dfa6", "serving": "#e8b4d8", "Spark": "#f2a58e"}
     addr = {h: f"10.77.0.{i + 1}" for i, h in enumerate(TOPOLOGY)}
     for ri, row in enumerate(rows):
         y = 4.4 if ri == 0 else 0.4

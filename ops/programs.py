@@ -75,8 +75,8 @@ class Site:
         return {**os.environ, "NAMESRV_KAFKA_BOOTSTRAP": self.bootstrap, "NAMESRV_STORE_URI": self.store_uri,
                 "NAMESRV_DATA_DIR": str(data), "NAMESRV_HTTP_HOST": host.addr, "NAMESRV_REMOTING_HOST": host.addr,
                 "NAMESRV_HTTP_PORT": str(HTTP_PORT), "NAMESRV_REMOTING_PORT": str(REMOTING_PORT),
-                # a local-mode driver binds its own services to the host's loopback
-                "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python,
+                # the driver binds to the host's address: executors on other hosts connect back to it
+                "SPARK_LOCAL_IP": host.addr, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python,
                 "PYTHONPATH": str(ROOT), **self.settings, **more}
 
     def start(self, roles: str, host: Host, **more: str) -> Program:

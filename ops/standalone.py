@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ops.net import free_port, wait_for_port
+from ops.netbed import Host
 
 
 def spark_home() -> Path:
@@ -50,6 +51,15 @@ class StandaloneCluster:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(timeout=5)
 
+    def kill_worker(self, index: int) -> None:
+        """SIGKILL worker `index` with its executors and their Python workers (one process group)."""
+        proc = self.procs[1 + index]
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=30)
+
     def __enter__(self) -> StandaloneCluster:
         return self
 
@@ -58,36 +68,48 @@ class StandaloneCluster:
 
 
 def start_cluster(work_dir: Path, *, workers: int = 2, cores: int = 1, memory: str = "1g",
-                  timeout_s: float = 90.0) -> StandaloneCluster:
-    """Start a master and `workers` workers on 127.0.0.1 and wait until every worker registered.
+                  timeout_s: float = 90.0, master_host: Host | None = None,
+                  worker_hosts: list[Host] | None = None) -> StandaloneCluster:
+    """Start a master and `workers` workers on 127.0.0.1 and wait until every worker registered;
+    or, given `master_host` and `worker_hosts` (ops/netbed.py), each on its own host of the bed,
+    bound to the host's address (master port 7077).
 
     SPARK_WORKER_DIR (executor sandboxes, their logs) is `work_dir`/worker-i; process logs go to
-    `work_dir`/*.log. Web UIs get ephemeral ports (nothing fixed to collide with)."""
+    `work_dir`/*.log. On this machine web UIs get ephemeral ports (nothing fixed to collide with)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     spark_class = str(spark_home() / "bin" / "spark-class")
     env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_NO_DAEMONIZE": "1"}
-    port = free_port()
-    cluster = StandaloneCluster(f"spark://127.0.0.1:{port}", work_dir)
+    bed = master_host is not None
+    hosts = worker_hosts or []
+    if bed and len(hosts) != workers:
+        raise ValueError(f"{workers} workers need {workers} worker hosts, not {len(hosts)}")
+    master_addr = master_host.addr if master_host is not None else "127.0.0.1"
+    port = 7077 if bed else free_port()
+    cluster = StandaloneCluster(f"spark://{master_addr}:{port}", work_dir)
     master_log = work_dir / "master.log"
 
-    def spawn(args: list[str], log: Path, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+    def spawn(args: list[str], log: Path, host: Host | None, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+        argv = [spark_class, *args] if host is None else host.argv([spark_class, *args])
+        local = {} if host is None else {"SPARK_LOCAL_IP": host.addr}
         with open(log, "ab") as out:
-            p = subprocess.Popen([spark_class, *args], stdout=out, stderr=subprocess.STDOUT,
-                                 env={**env, **(extra_env or {})}, start_new_session=True)
+            p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                 env={**env, **local, **(extra_env or {})}, start_new_session=True)
         cluster.procs.append(p)
         return p
 
     try:
-        spawn(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-               "--webui-port", str(free_port())], master_log)
-        wait_for_port(port, timeout_s)
+        spawn(["org.apache.spark.deploy.master.Master", "--host", master_addr, "--port", str(port),
+               "--webui-port", str(8080 if bed else free_port())], master_log, master_host)
+        wait_for_port(port, timeout_s, host=master_addr)
         for i in range(workers):
             wdir = work_dir / f"worker-{i}"
             wdir.mkdir(exist_ok=True)
-            spawn(["org.apache.spark.deploy.worker.Worker", cluster.master_url, "--host", "127.0.0.1",
+            host = hosts[i] if bed else None
+            spawn(["org.apache.spark.deploy.worker.Worker", cluster.master_url,
+                   "--host", host.addr if host is not None else "127.0.0.1",
                    "--cores", str(cores), "--memory", memory, "--work-dir", str(wdir),
-                   "--webui-port", str(free_port())], work_dir / f"worker-{i}.log",
+                   "--webui-port", str(8081 if bed else free_port())], work_dir / f"worker-{i}.log", host,
                   {"SPARK_WORKER_DIR": str(wdir)})
         _wait_registered(master_log, workers, timeout_s, cluster)
     except BaseException:

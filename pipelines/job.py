@@ -44,7 +44,10 @@ def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: 
     `driver_java_options` replaces that (the archive's own making passes its dump option)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, and no hostname warning
+    # The driver's address: loopback on one machine (no hostname warning); on a driver host of a
+    # Spark cluster, the host's address, which the executors connect back to.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    driver_ip = os.environ["SPARK_LOCAL_IP"]
     # pyspark's own pandas concat warns on every batch in the workers; it is not ours to fix.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     # Fewer glibc malloc arenas in the JVM and the Python workers it forks: with one per thread,
@@ -84,13 +87,14 @@ def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: 
              .config("spark.sql.streaming.maxBatchesToRetainInMemory", "1")
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.driver.host", "127.0.0.1")
+             .config("spark.driver.bindAddress", driver_ip)
+             .config("spark.driver.host", driver_ip)
              .config("spark.driver.extraJavaOptions", driver_opts.strip())
              .config("spark.executor.extraJavaOptions", java_opts)
              .config("spark.sql.streaming.stateStore.providerClass", STATE_STORES[cfg.state_store])
              .config("spark.python.worker.reuse", "true")
              .config(map=dict[str, Any](_daemon_conf(cfg.spark_master)))
+             .config(map=dict[str, Any](_cluster_conf(cfg)))
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     if not cfg.spark_master.startswith("local"):
@@ -100,6 +104,13 @@ def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: 
     spark.dataSource.register(kafka_source.KafkaEventSource)
     spark.dataSource.register(warm_up.WarmUpSource)
     return spark
+
+
+def _cluster_conf(cfg: Config) -> dict[str, str]:
+    """On a cluster, a job takes as many cores as its stateful stage has partitions: a standby's
+    session (started beside the active job, to take over at once) then finds cores of its own,
+    where Spark's default (every core) would leave its warm-up job waiting for the active one's."""
+    return {} if cfg.spark_master.startswith("local") else {"spark.cores.max": str(cfg.shuffle_partitions)}
 
 
 def _daemon_conf(master: str) -> dict[str, str]:

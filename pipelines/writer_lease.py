@@ -178,13 +178,22 @@ def take(root: StorePath, table_paths: Iterable[str]) -> Lease | None:
     return Lease(store_path(root), epoch)
 
 
+def _quietly(warm: Callable[[], None]) -> None:
+    try:
+        warm()
+    except Exception as exc:  # a warm-up is a courtesy: the takeover does not depend on it
+        log.warning("standby warm-up failed: %s", exc)
+
+
 def acquire(root: StorePath, table_paths: Callable[[], Iterable[str]], on_wait: Callable[[int | None], None], *,
             keep_warm: Callable[[], None] | None = None, warm_every_s: float = 40.0, poll_s: float = 0.05) -> Lease:
     """Take the writer's role, waiting while a live writer holds it (`on_wait` is told its pid first).
     While waiting, `keep_warm` runs every `warm_every_s` (Spark ends Python workers idle for a minute;
-    a standby keeps its own alive, so the takeover does not start them)."""
+    a standby keeps its own alive, so the takeover does not start them), on a thread of its own: a
+    warm-up that waits (a cluster with no cores free for the standby) must not hold the takeover up."""
     told = False
     warmed = -float("inf")
+    warming: threading.Thread | None = None
     while True:
         lease = newest(root)
         if vacant(lease):
@@ -195,7 +204,9 @@ def acquire(root: StorePath, table_paths: Callable[[], Iterable[str]], on_wait: 
         if not told:
             on_wait(None if lease is None else lease[1].get("pid"))
             told = True
-        if keep_warm is not None and time.monotonic() - warmed >= warm_every_s:
-            keep_warm()
+        if keep_warm is not None and time.monotonic() - warmed >= warm_every_s \
+                and (warming is None or not warming.is_alive()):
+            warming = threading.Thread(target=_quietly, args=(keep_warm,), name="standby-warm-up", daemon=True)
+            warming.start()
             warmed = time.monotonic()
         time.sleep(poll_s)

@@ -1,8 +1,9 @@
 """The whole system past one machine: a three-broker Kafka cluster, HDFS (a NameNode, two
-DataNodes), the job on one host with its standby on another, and two serving hosts (HTTP and the
-remoting front each), all sharing the tables, the checkpoint and the writer's leases on HDFS
-(NAMESRV_STORE_URI). Faults are injected on the hosts; after each, nothing acknowledged is lost,
-every expiry happens, and both replicas converge to the same cut and the same answers."""
+DataNodes), a Spark standalone master with two workers, the job's driver on one host with its
+standby on another, and two serving hosts (HTTP and the remoting front each), all sharing the
+tables, the checkpoint and the writer's leases on HDFS (NAMESRV_STORE_URI). Faults are injected on
+the hosts; after each, nothing acknowledged is lost, every expiry happens, and both replicas
+converge to the same cut and the same answers."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from tests.helpers import hb, reg, topics, unreg
 pytestmark = pytest.mark.multihost
 KAFKA = ["kafka-1", "kafka-2", "kafka-3"]
 SERVING = ["serve-1", "serve-2"]
-HOSTS = [*KAFKA, "namenode", "datanode-1", "datanode-2", "driver-a", "driver-b", *SERVING]
+HOSTS = [*KAFKA, "namenode", "datanode-1", "datanode-2", "spark-master", "worker-1", "worker-2", "driver-a",
+         "driver-b", *SERVING]
 TOPIC = "namesrv-events"
 KEPT_MS = 900_000  # the brokers that stay: longer than the test, since they send no heartbeats
 
@@ -26,16 +28,23 @@ def site(bed_factory, tmp_path_factory):
     from ops.apache_kafka import start_cluster
     from ops.hdfs import start_hdfs
     from ops.programs import Site
+    from ops.standalone import start_cluster as start_spark
     bed = bed_factory(HOSTS, "f")
     kafka = start_cluster([bed.hosts[h] for h in KAFKA])
     fs = start_hdfs(bed.hosts["namenode"], [bed.hosts["datanode-1"], bed.hosts["datanode-2"]])
+    # two cores and two executors' memory a worker: the active job and its standby each take two cores
+    # (spark.cores.max), one executor on each worker
+    spark = start_spark(tmp_path_factory.mktemp("spark"), workers=2, cores=2, memory="2g",
+                        master_host=bed.hosts["spark-master"],
+                        worker_hosts=[bed.hosts["worker-1"], bed.hosts["worker-2"]])
     site = Site(kafka.bootstrap, f"{fs.url}/namesrv", tmp_path_factory.mktemp("hosts"),
-                {"NAMESRV_ADMIN_TOKEN": "multihost"})
+                {"NAMESRV_ADMIN_TOKEN": "multihost", "NAMESRV_SPARK_MASTER": spark.master_url})
     programs: list = []
-    yield bed, kafka, fs, site, programs
+    yield bed, kafka, fs, site, programs, spark
     for p in programs:
         p.kill()
         print(f"== {p.roles} on {p.host.name} ({p.data_dir}):\n{p.tail(40)}")
+    spark.stop()
     fs.stop()
     kafka.stop()
 
@@ -84,7 +93,7 @@ def test_the_active_drivers_host_cut_off_the_standby_takes_over_and_the_old_one_
     from eventlog.publisher import EventPublisher
     from ops.programs import wait_ready
     from pipelines import writer_lease
-    bed, kafka, _fs, site_, programs = site
+    bed, kafka, _fs, site_, programs, _spark = site
     h = bed.hosts
     job_a = site_.start("job", h["driver-a"])
     programs.append(job_a)
@@ -174,15 +183,19 @@ def _leader(bootstrap: str, partition: int, timeout_s: float = 60.0) -> str:
         time.sleep(0.5)
 
 
-def _publish_and_serve(site, tag: str, count: int, timeout_s: float) -> tuple[int, int, float]:
+def _publish_and_serve(site, tag: str, count: int, timeout_s: float, pub=None) -> tuple[int, int, float]:
     """Publish `count` registrations one by one (acks=all; a refused one is not retried: nothing
     is promised for it) and wait until both replicas serve every acknowledged one: (acknowledged,
-    refused, seconds until served)."""
+    refused, seconds until served). `pub`: a publisher connected before (a broker cut off now
+    may be the one a new publisher's bootstrap tries, and time out on)."""
+    from contextlib import nullcontext
+
     from eventlog.publisher import EventPublisher
-    bed, kafka, _fs, _site, _programs = site
+    bed, kafka = site[0], site[1]
     started = time.monotonic()
     served_topics, refused = [], 0
-    with EventPublisher(kafka.bootstrap, TOPIC, max_message_bytes=1 << 20) as pub:
+    with nullcontext(pub) if pub is not None else EventPublisher(kafka.bootstrap, TOPIC,
+                                                                  max_message_bytes=1 << 20) as pub:
         for i in range(count):  # bounded: `count` events, each within the publisher's timeouts
             event = reg(f"{tag}-{i}", 0, f"10.8.{len(tag)}.{i + 1}:10911", tps=topics(f"{tag}Topic{i}", "MhBase"),
                         timeout_ms=KEPT_MS)
@@ -205,13 +218,16 @@ def _agreed(site) -> str:
 
 
 def test_a_kafka_broker_cut_off_and_healed_loses_nothing(site, figures):
+    from eventlog.publisher import EventPublisher
     bed, kafka, *_ = site
     leader = _leader(kafka.bootstrap, 0)
-    bed.cut(leader)
-    try:
-        acked, refused, served_s = _publish_and_serve(site, "KCut", 8, 240)
-    finally:
-        bed.heal(leader)
+    with EventPublisher(kafka.bootstrap, TOPIC, max_message_bytes=1 << 20) as pub:
+        pub.warm()
+        bed.cut(leader)
+        try:
+            acked, refused, served_s = _publish_and_serve(site, "KCut", 8, 240, pub)
+        finally:
+            bed.heal(leader)
     after, _, served2_s = _publish_and_serve(site, "KHeal", 4, 180)
     assert acked >= 6 and after == 4
     figures(f"failover across hosts: Kafka leader {leader} cut off: {acked} of 8 registrations acknowledged "
@@ -346,3 +362,27 @@ def test_a_serving_host_cut_off_from_the_store_answers_from_its_last_cut_and_say
     figures(f"failover across hosts: serve-1 cut off from HDFS kept answering from cut {before}; /readyz 503 after "
             f"{unready_s:.0f} s (staleness header {staleness} ms, gauge {gauge:.0f} s); healed, it served the cut's "
             f"writes and was ready again in {caught_s:.1f} s; replicas agree at cut {_agreed(site)}")
+
+
+def test_a_spark_worker_killed_in_the_middle_of_a_batch_loses_nothing(site, figures):
+    """300 registrations published at once (one batch), and one second later worker-2 SIGKILLed
+    with its executors: Spark runs the lost tasks again on the other worker (the state is in the
+    checkpoint on HDFS), and every registration is served on both replicas."""
+    from eventlog.publisher import EventPublisher
+    from ops.programs import http_json
+    bed, kafka, *_rest, spark = site
+    count = 300
+    with EventPublisher(kafka.bootstrap, TOPIC, max_message_bytes=1 << 20) as pub:
+        pub.publish([reg(f"wk-{i}", 0, f"10.5.{i // 250}.{i % 250 + 1}:10911", tps=topics(f"WkTopic{i}", "WkBase"),
+                         timeout_ms=KEPT_MS) for i in range(count)])
+    published = time.monotonic()
+    time.sleep(1.0)
+    spark.kill_worker(1)
+    wanted = {f"WkTopic{i}" for i in range(count)}
+    for s in SERVING:
+        _wait(lambda s=s: wanted <= set((http_json(bed.hosts[s], "/topics") or {}).get("topicList", [])), 300,
+              f"{s}: all {count} registrations published as worker-2 died")
+    served_s = time.monotonic() - published
+    figures(f"failover across hosts: worker-2 SIGKILLed (with its executors) 1 s after {count} registrations were "
+            f"published: all served on both replicas {served_s:.1f} s after publishing; replicas agree at cut "
+            f"{_agreed(site)}")
