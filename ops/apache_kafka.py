@@ -111,6 +111,25 @@ class KafkaCluster:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
 
+    def leader(self, topic: str, partition: int = 0, timeout_s: float = 60.0) -> str:
+        """The host leading `partition` of `topic`, once the metadata names a live one (node ids
+        are the hosts' positions, from 1)."""
+        from kafka import KafkaAdminClient
+        deadline = time.monotonic() + timeout_s
+        hosts = list(self.nodes)
+        while True:
+            admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=10_000)
+            try:
+                (meta,) = admin.describe_topics([topic])
+                leader = next((p["leader_id"] for p in meta["partitions"] if p["partition_index"] == partition), -1)
+            finally:
+                admin.close()
+            if leader > 0:
+                return hosts[leader - 1]
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no leader for {topic}/{partition} after {timeout_s:.0f} s")
+            time.sleep(0.5)
+
     def stop(self) -> None:
         for proc in self.nodes.values():
             if proc.poll() is None:

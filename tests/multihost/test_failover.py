@@ -166,23 +166,6 @@ def test_the_active_drivers_host_cut_off_the_standby_takes_over_and_the_old_one_
             f"replicas at cut {agreed[0]}")
 
 
-def _leader(bootstrap: str, partition: int, timeout_s: float = 60.0) -> str:
-    """The host leading `partition` of the events topic."""
-    from kafka import KafkaAdminClient
-    deadline = time.monotonic() + timeout_s
-    while True:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-        try:
-            (meta,) = admin.describe_topics([TOPIC])
-            leader = next((p["leader_id"] for p in meta["partitions"] if p["partition_index"] == partition), -1)
-        finally:
-            admin.close()
-        if leader > 0:
-            return KAFKA[leader - 1]
-        assert time.monotonic() < deadline, f"no leader for {TOPIC}/{partition} after {timeout_s:.0f} s"
-        time.sleep(0.5)
-
-
 def _publish_and_serve(site, tag: str, count: int, timeout_s: float, pub=None) -> tuple[int, int, float]:
     """Publish `count` registrations one by one (acks=all; a refused one is not retried: nothing
     is promised for it) and wait until both replicas serve every acknowledged one: (acknowledged,
@@ -220,7 +203,7 @@ def _agreed(site) -> str:
 def test_a_kafka_broker_cut_off_and_healed_loses_nothing(site, figures):
     from eventlog.publisher import EventPublisher
     bed, kafka, *_ = site
-    leader = _leader(kafka.bootstrap, 0)
+    leader = kafka.leader(TOPIC)
     with EventPublisher(kafka.bootstrap, TOPIC, max_message_bytes=1 << 20) as pub:
         pub.warm()
         bed.cut(leader)

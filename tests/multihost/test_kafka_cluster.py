@@ -23,23 +23,6 @@ def kafka_cluster(bed_factory):
     cluster.stop()
 
 
-def _leader_host(bootstrap: str, topic: str, hosts: list[str], timeout_s: float = 30.0) -> str:
-    """The host leading partition 0, once the metadata names a live one."""
-    from kafka import KafkaAdminClient
-    deadline = time.monotonic() + timeout_s
-    while True:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-        try:
-            (meta,) = admin.describe_topics([topic])
-            leader = next((p["leader_id"] for p in meta["partitions"] if p["partition_index"] == 0), -1)
-        finally:
-            admin.close()
-        if leader > 0:
-            return hosts[leader - 1]
-        assert time.monotonic() < deadline, f"no leader for {topic} after {timeout_s:.0f} s"
-        time.sleep(0.5)
-
-
 def test_killing_the_partition_leader_loses_no_acknowledged_event(kafka_cluster, figures):
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
     from kafka.admin import NewTopic
@@ -50,7 +33,7 @@ def test_killing_the_partition_leader_loses_no_acknowledged_event(kafka_cluster,
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30_000)
     admin.create_topics([NewTopic(topic, 1, 3, topic_configs={"min.insync.replicas": "2"})])
     admin.close()
-    leader = _leader_host(cluster.bootstrap, topic, KAFKA_HOSTS)
+    leader = cluster.leader(topic)
     acknowledged, failed = [], 0
     started = time.monotonic()
     with EventPublisher(cluster.bootstrap, topic, max_message_bytes=1 << 20) as pub:
@@ -64,7 +47,7 @@ def test_killing_the_partition_leader_loses_no_acknowledged_event(kafka_cluster,
             except Exception:  # not acknowledged: the caller would retry; nothing is promised for it
                 failed += 1
             assert time.monotonic() - started < 180
-    after = _leader_host(cluster.bootstrap, topic, KAFKA_HOSTS)
+    after = cluster.leader(topic)
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False,
                              consumer_timeout_ms=10_000)
     tp = TopicPartition(topic, 0)
