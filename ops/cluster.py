@@ -108,7 +108,7 @@ def status() -> int:
     for i, (name, addr) in enumerate(state["hosts"].items()):
         pids = state["pids"].get(name, [])
         running = bool(pids) and all(_alive(pid) for pid in pids)
-        print(f"  {name:<11} {addr:<12} {TOPOLOGY.get(name, ('?', ''))[0]:<32} "
+        print(f"  {name:<12} {addr:<12} {TOPOLOGY.get(name, ('?', ''))[0]:<32} "
               f"{'running' if running else 'STOPPED'}{'' if f'{netbed.NETNS_PREFIX}{TAG}-{i}' in live else ', no host'}")
     for name in SERVING:
         addr = state["hosts"][name]
