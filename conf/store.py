@@ -139,12 +139,10 @@ class HdfsPath:
             yield self / posixpath.basename(st.path)
 
     # -- writing
-    def open(self, mode: str = "r", encoding: str = "utf-8") -> IO[Any]:
-        """"r"/"rb" read the whole file; "w"/"wb" replace it; "x"/"xb" create it, FileExistsError
-        when it exists (one NameNode operation: exactly one of two hosts creating it at once wins)."""
-        if mode in ("r", "rb"):
-            data = self.read_bytes()
-            return io.BytesIO(data) if mode == "rb" else io.StringIO(data.decode(encoding))
+    def open(self, mode: str = "w", encoding: str = "utf-8") -> IO[Any]:
+        """For writing: "w"/"wb" replace the file; "x"/"xb" create it, FileExistsError when it exists
+        (one NameNode operation: exactly one of two hosts creating it at once wins). Reading is
+        `read_bytes`/`read_text`."""
         if mode not in ("w", "wb", "x", "xb"):
             raise ValueError(f"mode {mode!r} is not supported on HDFS")
         return _Writer(self, overwrite=mode.startswith("w"), text=not mode.endswith("b"),  # type: ignore[return-value]
@@ -213,6 +211,14 @@ class _Writer(io.RawIOBase):
 
 
 StorePath = Path | HdfsPath
+
+
+def replace_text(path: StorePath, text: str) -> None:
+    """Atomically replace `path`'s contents: a temporary file beside it, then a rename over it (one
+    NameNode operation on HDFS), so a reader sees the old text or the new, never part of it."""
+    tmp = path.with_name(f".{path.name}.namesrv-tmp")
+    tmp.write_text(text)
+    tmp.replace(path)  # type: ignore[arg-type]  # a sibling: the same store
 
 
 def store_path(location: str | os.PathLike[str] | HdfsPath) -> StorePath:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -133,14 +132,9 @@ def down() -> int:
 
 
 def _kill(pids: list[int]) -> None:
-    """Each process with everything under it (a launcher's children have sessions of their own)."""
-    from ops.procs import tree
+    from ops.procs import kill_tree
     for pid in pids:
-        for p in reversed(tree(pid)):
-            try:
-                os.kill(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_tree(pid)
 
 
 def _alive(pid: int) -> bool:

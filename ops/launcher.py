@@ -138,9 +138,10 @@ def children(cfg: Config) -> list[Child]:
     if cfg.roles in ("all", "job"):
         out.append(Child("job", [sys.executable, "-m", "pipelines.job"], rotating_log(cfg, "job"), 60,
                          banner=f"Spark {cfg.spark_master}, warehouse {cfg.warehouse}", calm_restart_s=calm))
-    if cfg.roles in ("all", "job") and cfg.job_standby:  # the two take turns: whichever holds the lease writes
-        out.append(Child("job-standby", [sys.executable, "-m", "pipelines.job"], rotating_log(cfg, "job-standby"), 60,
-                         banner="a second job, its session up, waiting for the writer's lease", calm_restart_s=calm))
+        if cfg.job_standby:  # the two take turns: whichever holds the lease writes
+            out.append(Child("job-standby", [sys.executable, "-m", "pipelines.job"], rotating_log(cfg, "job-standby"),
+                             60, banner="a second job, its session up, waiting for the writer's lease",
+                             calm_restart_s=calm))
     for i in range(cfg.replicas if cfg.roles in ("all", "serving") else 0):
         rcfg, suffix = cfg.replica(i), "" if i == 0 else f"-{i}"
         ports = {"NAMESRV_HTTP_PORT": str(rcfg.http_port), "NAMESRV_REMOTING_PORT": str(rcfg.remoting_port)}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,3 +67,13 @@ def tree(root_pid: int) -> list[Proc]:
             found.append(child)
             stack.append(child)
     return found
+
+
+def kill_tree(root_pid: int) -> None:
+    """SIGKILL `root_pid` and all its descendants, children first seen last (a launcher's children
+    have sessions of their own, so killing its process group would leave them)."""
+    for p in reversed(tree(root_pid)):
+        try:
+            os.kill(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

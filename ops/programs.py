@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ops.netbed import Host
-from ops.procs import tree
+from ops.procs import kill_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 HTTP_PORT, REMOTING_PORT = 9877, 9876
@@ -41,11 +40,7 @@ class Program:
 
     def kill(self) -> None:
         """SIGKILL the launcher and every process under it at once (a host that dies)."""
-        for p in reversed(tree(self.proc.pid)):
-            try:
-                os.kill(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_tree(self.proc.pid)
         if self.proc.poll() is None:
             self.proc.wait(timeout=30)
 

@@ -41,6 +41,25 @@ SOURCE_NAME = "namesrv_kafka"
 # gone (a wiped broker): longer than a healed broker takes to learn it no longer leads.
 GONE_CONFIRM_S = 15.0
 OUTAGE_FILE = "_log_outage.json"
+
+
+class ShortLogs:
+    """Partitions whose log looks shorter than what the job read or planned, and since when. A short
+    log is believed (a memory-only broker restarted, its log wiped) only once it has stayed short
+    for GONE_CONFIRM_S: a broker healed from a cut still answers as the partition's leader, with its
+    own shorter log, until it learns of the new leader (seen on the multi-host bed: acknowledged
+    records skipped as "gone")."""
+
+    def __init__(self) -> None:
+        self._since: dict[int, float] = {}
+
+    def believed(self, partition: int) -> bool:
+        """The partition looks short now: whether to believe it yet."""
+        first = self._since.setdefault(partition, time.monotonic())
+        return time.monotonic() - first >= GONE_CONFIRM_S
+
+    def clear(self, partition: int) -> None:
+        self._since.pop(partition, None)
 RAW_SCHEMA = "partition int, offset long, timestamp long, key string, value binary"
 
 log = logging.getLogger(__name__)
@@ -120,7 +139,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.max_records = int(options["maxrecordsperbatch"])
         self._consumer = None
         self._ends: dict[int, tuple[int, int]] = {}  # partition -> (reported end, true end)
-        self._regressed: dict[int, float] = {}  # partition -> since when its log looks behind the consumed offset
+        self._short = ShortLogs()  # partitions whose end looks behind the consumed offset
         self._unavailable = False
         # The log's outage floor (offset_log.RESUMED): when this source could read the log again
         # after it could not. An outage is also marked in the store (OUTAGE_FILE beside the
@@ -135,8 +154,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         # triggers back to back (`pipelines/job.py`), so these waits are its only pacing.
         self.pace_ms = int(options["triggerintervalms"])
         self.wait_s = min(self.pace_ms / 1000, MAX_WAIT_S)
-        self.progress_dir = options["progressdir"]
-        self._outage_file = store_path(self.progress_dir) / OUTAGE_FILE
+        # the job's progress record's directory (the warehouse); none when the source runs alone
+        self.progress_dir = store_path(options["progressdir"]) if options["progressdir"] else None
+        self._outage_file = None if self.progress_dir is None else self.progress_dir / OUTAGE_FILE
         self.lease = Lease(store_path(options["leasedir"]), int(options["writerepoch"])) if options["leasedir"] else None
         self.state_import = options["stateimport"] or None
         self._last_run = 0.0
@@ -264,7 +284,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._ends.clear()
             return dict(start)
         if self._unavailable or self._marked is None:
-            if self._unavailable or self._outage_file.exists():
+            if self._unavailable or (self._outage_file is not None and self._outage_file.exists()):
                 # no broker is judged silent for the outage: each gets a full timeout from now
                 self._resumed = int(time.time() * 1000)
                 self._marked = True
@@ -282,22 +302,18 @@ class KafkaStreamReader(DataSourceStreamReader):
         for p, end in ends.items():
             s = int(start.get(str(p), 0))
             if end < s:
-                # The log went backwards (a memory-only broker restarted): the next batch reads
-                # the new log from its beginning (see `partitions`). Believed once it stays so for
-                # GONE_CONFIRM_S: a broker healed from a cut answers with its own shorter log until
-                # it learns it no longer leads; meanwhile the partition waits.
-                since = self._regressed.setdefault(p, time.monotonic())
-                if time.monotonic() - since < GONE_CONFIRM_S:
+                # The log went backwards (a memory-only broker restarted): once that is believed
+                # (`ShortLogs`), the next batch reads the new log from its beginning (see
+                # `partitions`); until then the partition waits.
+                if not self._short.believed(p):
                     self._client()._client.cluster.request_update()  # ask who leads now
                     out[str(p)] = s
                     continue
-                if since > 0:
-                    log.warning("%s[%d]: end offset %d is behind the consumed offset %d for %.0f s; the log was "
-                                "reset, reading it from the beginning", self.topic, p, end, s, GONE_CONFIRM_S)
-                    self._regressed[p] = 0.0  # told once
+                log.warning("%s[%d]: end offset %d is behind the consumed offset %d for %.0f s; the log was "
+                            "reset, reading it from the beginning", self.topic, p, end, s, GONE_CONFIRM_S)
                 out[str(p)] = end
                 continue
-            self._regressed.pop(p, None)
+            self._short.clear(p)
             out[str(p)] = end if budget is None or end <= s else min(end, s + budget)
         # A partition that vanished keeps its position; the engine requires monotone offsets.
         for p, off in start.items():
@@ -362,9 +378,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         return record_time(self._client(), TopicPartition(self.topic, partition), offset)
 
     def _next_deadline(self) -> int | None:
-        if not self.progress_dir:
+        if self.progress_dir is None:
             return None
-        deadline: int | None = (read_progress(store_path(self.progress_dir)) or {}).get("nextDeadline")
+        deadline: int | None = (read_progress(self.progress_dir) or {}).get("nextDeadline")
         return deadline
 
     def _scan_pending(self, pending: dict[int, tuple[int, int]]) -> Backlog:
@@ -453,7 +469,8 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict) -> None:
         """A batch committed: once one carried the outage floor, the store's mark has done its part."""
-        if self._marked and self._resumed is not None and int(end.get(RESUMED, 0)) >= self._resumed:
+        if self._outage_file is not None and self._marked and self._resumed is not None \
+                and int(end.get(RESUMED, 0)) >= self._resumed:
             try:
                 self._outage_file.unlink(missing_ok=True)
                 self._marked = False
@@ -461,6 +478,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                 log.warning("could not remove %s: %s", self._outage_file, exc)
 
     def _mark_outage(self) -> None:
+        if self._outage_file is None:
+            return
         try:
             self._outage_file.write_text(json.dumps({"since": int(time.time() * 1000)}))
             self._marked = True
@@ -488,7 +507,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             c.assign([tp])
             c.seek(tp, partition.start)
             nxt = partition.start
-            short_since: float | None = None  # since when the log has looked shorter than planned
+            short = ShortLogs()
             deadline = time.monotonic() + 120
             while nxt < partition.end:
                 if time.monotonic() > deadline:
@@ -502,15 +521,11 @@ class KafkaStreamReader(DataSourceStreamReader):
                     continue
                 if not records:
                     # Nothing where records were planned: has the broker lost its log (memory
-                    # storage restarted)? Checked only here, so a normal read costs no extra requests.
-                    # A short log is believed only when it stays short for GONE_CONFIRM_S: a broker
-                    # that was cut off and comes back still answers as the partition's leader, with
-                    # its own shorter log, until it learns of the new leader (seen on the bed:
-                    # acknowledged records skipped as "gone"); a wiped log stays short.
+                    # storage restarted; believed as `ShortLogs` says)? Checked only here, so a
+                    # normal read costs no extra requests.
                     end = true_end(c, tp, c.end_offsets([tp])[tp])
                     if end < partition.end:
-                        short_since = time.monotonic() if short_since is None else short_since
-                        if time.monotonic() - short_since < GONE_CONFIRM_S:
+                        if not short.believed(partition.partition):
                             c._client.cluster.request_update()  # ask who leads now
                             time.sleep(1.0)
                             c.seek(tp, nxt)
@@ -519,9 +534,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                                     self.topic, partition.partition, nxt, partition.end, end, GONE_CONFIRM_S)
                         ok = True
                         return
-                    short_since = None
                     c.seek(tp, nxt)
-                short_since = None
+                short.clear(partition.partition)
                 for rec in records:
                     if rec.offset < nxt or rec.offset >= partition.end:
                         continue

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from conf.store import StorePath
+from conf.store import StorePath, replace_text
 from pipelines import buckets as bk
 from pipelines.offset_log import read_source_offsets
 from routeinfo import housekeeping
@@ -57,11 +57,9 @@ def recorded_buckets(checkpoint_dir: StorePath) -> int | None:
 
 
 def _replace_text(path: StorePath, text: str) -> None:
-    """Atomically replace `path` (a temporary file beside it, then a rename)."""
+    """`replace_text`, its directory made first (a new checkpoint has none yet)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.namesrv-tmp")
-    tmp.write_text(text)
-    tmp.replace(path)  # type: ignore[arg-type]  # a sibling: the same store
+    replace_text(path, text)
 
 
 def record_layout(checkpoint_dir: StorePath, buckets: int) -> None:

@@ -26,17 +26,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conf.store import StorePath, store_path
+from conf.store import StorePath, replace_text, store_path
 
 PROGRESS_FILE = "_progress.json"
 JOB_FILE = "_job.json"
 
 
 def _write(warehouse: StorePath, name: str, record: dict[str, Any]) -> None:
-    """Atomically replace a record (write a temporary file, then rename)."""
-    tmp = store_path(warehouse) / (name + ".tmp")
-    tmp.write_text(json.dumps(record, sort_keys=True))
-    tmp.replace(store_path(warehouse) / name)  # type: ignore[arg-type]  # same store by construction
+    replace_text(store_path(warehouse) / name, json.dumps(record, sort_keys=True))
 
 
 def _read(warehouse: StorePath, name: str) -> dict[str, Any] | None:

@@ -7,7 +7,7 @@ from flask import Response, current_app, g, request
 from routeinfo.snapshot import Snapshot
 from schemas.fields import InvalidInput
 from serving.errors import ApiError
-from serving.fastpath import SNAPSHOT_HEADER, STALENESS_HEADER
+from serving.fastpath import cut_headers
 from serving.params import parse_instant, parse_int
 from snapshots.store import SnapshotStore
 
@@ -50,9 +50,6 @@ def stamp_snapshot(response: Response) -> Response:
     snap: Snapshot | None = g.get("namesrv_snapshot")
     if snap is None:
         snap = store().current
-    if snap.snapshot_id is not None:
-        response.headers[SNAPSHOT_HEADER] = str(snap.snapshot_id)
-    staleness = store().staleness_ms()
-    if staleness is not None:
-        response.headers[STALENESS_HEADER] = str(staleness)
+    for name, value in cut_headers(snap, store()):
+        response.headers[name] = value
     return response

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from routeinfo import route_reads
+from routeinfo.snapshot import Snapshot
 from schemas.metrics import FAST_PATH_ENDPOINT
 from snapshots.store import SnapshotStore
 
@@ -24,6 +25,14 @@ SNAPSHOT_HEADER = "X-Namesrv-Snapshot"
 STALENESS_HEADER = "X-Namesrv-Staleness-Ms"
 
 _PREFIX, _SUFFIX = "/topics/", "/route"
+
+
+def cut_headers(snap: Snapshot, store: SnapshotStore) -> list[tuple[str, str]]:
+    """The headers every answer carries: the cut it came from and how stale this replica is (each
+    left out while unknown: no cut served yet, the store never read)."""
+    staleness = store.staleness_ms()
+    return ([] if snap.snapshot_id is None else [(SNAPSHOT_HEADER, str(snap.snapshot_id))]) + \
+        ([] if staleness is None else [(STALENESS_HEADER, str(staleness))])
 
 
 class RouteBodies:
@@ -40,9 +49,7 @@ class RouteBodies:
             body = route_reads.cached_route_body(snap, topic)
             if body is not None:
                 environ[ENDPOINT_KEY] = FAST_PATH_ENDPOINT
-                start_response("200 OK", [("Content-Type", "application/json"),
-                                          ("Content-Length", str(len(body))),
-                                          (SNAPSHOT_HEADER, str(snap.snapshot_id)),
-                                          (STALENESS_HEADER, str(self.snapshots.staleness_ms() or 0))])
+                start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+                                          *cut_headers(snap, self.snapshots)])
                 return [body]
         return self.app(environ, start_response)

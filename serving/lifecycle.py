@@ -75,13 +75,8 @@ def stop(app: Flask, *, timeout_s: float = STOP_TIMEOUT_S) -> None:
         if r.stopped:
             return
         r.stopped = True
-    r.snapshots.stop()
-    # SnapshotStore.stop only asks the thread to end; it is joined here so that `stop` returns with it gone.
-    thread = r.snapshots._thread
-    if thread is not None:
-        thread.join(timeout_s)
-        if thread.is_alive():
-            log.warning("the snapshot refresher did not end within %.1f s (a load under way); leaving it", timeout_s)
+    if not r.snapshots.stop(timeout_s):
+        log.warning("the snapshot refresher did not end within %.1f s (a load under way); leaving it", timeout_s)
     for resource in r.closing:
         try:
             resource.close()

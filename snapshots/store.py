@@ -181,9 +181,16 @@ class SnapshotStore:
             self._thread = threading.Thread(target=self._run, name="snapshot-refresh", daemon=True)
             self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float | None = None) -> bool:
+        """End the refresher; with `timeout_s`, wait up to that long for it (a load may be under
+        way). True once it has ended (or never ran); the thread is a daemon either way."""
         self._stop.set()
         self._poke.set()
+        if self._thread is None:
+            return True
+        if timeout_s is not None:
+            self._thread.join(timeout_s)
+        return not self._thread.is_alive()
 
     def _run(self) -> None:
         """Refresh when poked, every refresh interval, and as soon as the job rewrites its progress

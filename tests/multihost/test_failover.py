@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.helpers import hb, reg, topics, unreg
+from tests.helpers import hb, reg, topics, unreg, wait
 
 pytestmark = pytest.mark.multihost
 KAFKA = ["kafka-1", "kafka-2", "kafka-3"]
@@ -47,17 +47,6 @@ def site(bed_factory, tmp_path_factory):
     spark.stop()
     fs.stop()
     kafka.stop()
-
-
-def _wait(probe, timeout_s: float, what: str, every_s: float = 0.5):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s:.0f} s (last: {value!r})")
-        time.sleep(every_s)
 
 
 def _answers(host) -> tuple[str | None, object, object]:
@@ -105,7 +94,7 @@ def test_the_active_drivers_host_cut_off_the_standby_takes_over_and_the_old_one_
     ready_s = time.monotonic() - started
     job_b = site_.start("job", h["driver-b"])  # the standby: its session up, waiting for the lease
     programs.append(job_b)
-    _wait(lambda: "standby: job" in job_b.log("job"), 300, "the standby on driver-b")
+    wait(lambda: "standby: job" in job_b.log("job"), 300, "the standby on driver-b")
     leases = store_path(site_.store_uri)
     first = writer_lease.newest(leases)
     assert first is not None and "standby: job" not in job_a.log("job")
@@ -117,7 +106,7 @@ def test_the_active_drivers_host_cut_off_the_standby_takes_over_and_the_old_one_
         # a broker that registers once and never heartbeats: expired 20 s later, whoever writes then
         acked += pub.publish([reg("mh-brief", 0, "10.9.1.1:10911", tps=topics("MhBrief", "MhBase"), timeout_ms=20_000)])
         for s in SERVING:
-            _wait(lambda s=s: all(_serves(h[s], f"MhTopic{i}") for i in range(6)), 120, f"{s}: the first routes")
+            wait(lambda s=s: all(_serves(h[s], f"MhTopic{i}") for i in range(6)), 120, f"{s}: the first routes")
 
         bed.cut("driver-a")
         cut_at = time.time()
@@ -125,7 +114,7 @@ def test_the_active_drivers_host_cut_off_the_standby_takes_over_and_the_old_one_
                                   timeout_ms=KEPT_MS) for i, g in enumerate(groups[6:])])
         acked += pub.publish([unreg("mh-0", 0, "10.9.0.1:10911")])
         for s in SERVING:
-            _wait(lambda s=s: all(_serves(h[s], f"MhTopic{i}") for i in range(6, 12)), 300,
+            wait(lambda s=s: all(_serves(h[s], f"MhTopic{i}") for i in range(6, 12)), 300,
                   f"{s}: routes published while driver-a is cut off (the standby's takeover)")
         lease = writer_lease.newest(leases)
         assert lease is not None
@@ -139,16 +128,16 @@ def test_the_active_drivers_host_cut_off_the_standby_takes_over_and_the_old_one_
         bed.heal("driver-a")
         healed = time.monotonic()
         fenced = f"writer epoch {first[0]} was taken over by epoch {lease[0]}"
-        _wait(lambda: fenced in job_a.log("job"), 180, "the old driver to leave once it sees the newer lease")
+        wait(lambda: fenced in job_a.log("job"), 180, "the old driver to leave once it sees the newer lease")
         left_s = time.monotonic() - healed
         # its launcher starts it again, as the standby now
-        _wait(lambda: "standby: job" in job_a.log("job").split(fenced, 1)[1], 300, "the old driver's restart")
+        wait(lambda: "standby: job" in job_a.log("job").split(fenced, 1)[1], 300, "the old driver's restart")
         acked += pub.publish([reg("mh-late", 0, "10.9.2.1:10911", tps=topics("MhLate", "MhBase"), timeout_ms=KEPT_MS)])
 
     # nothing lost: every acknowledged registration is served (mh-0's removal too) on both replicas
     for s in SERVING:
-        _wait(lambda s=s: _serves(h[s], "MhLate") and not _serves(h[s], "MhTopic0"), 120, f"{s}: the late route")
-        _wait(lambda s=s: not _serves(h[s], "MhBrief"), 120, f"{s}: mh-brief's expiry")
+        wait(lambda s=s: _serves(h[s], "MhLate") and not _serves(h[s], "MhTopic0"), 120, f"{s}: the late route")
+        wait(lambda s=s: not _serves(h[s], "MhBrief"), 120, f"{s}: mh-brief's expiry")
         assert all(_serves(h[s], f"MhTopic{i}") for i in range(1, 12))
     # the resumed old writer committed nothing: every commit after the takeover is the new epoch's
     for name, commits in _epoch_commits(site_.store_uri).items():
@@ -157,7 +146,7 @@ def test_the_active_drivers_host_cut_off_the_standby_takes_over_and_the_old_one_
         assert not wrong, f"{name}: commits after the takeover not by epoch {lease[0]}: {wrong}"
     assert writer_lease.newest(leases)[0] == lease[0]
     # the replicas agree: the same cut, the same answers
-    agreed = _wait(lambda: (lambda a, b: a if a == b and a[0] else None)(*(_answers(h[s]) for s in SERVING)), 60,
+    agreed = wait(lambda: (lambda a, b: a if a == b and a[0] else None)(*(_answers(h[s]) for s in SERVING)), 60,
                    "the two replicas to serve the same cut")
     figures(f"failover across hosts (HDFS store, Kafka RF 3): ready in {ready_s:.0f} s; driver-a cut off, the "
             f"standby on driver-b took epoch {lease[0]} {taken_s:.1f} s after the cut and served the writes of the "
@@ -188,14 +177,14 @@ def _publish_and_serve(site, tag: str, count: int, timeout_s: float, pub=None) -
             except Exception:
                 refused += 1
     for s in SERVING:
-        _wait(lambda s=s: all(_serves(bed.hosts[s], t) for t in served_topics), timeout_s,
+        wait(lambda s=s: all(_serves(bed.hosts[s], t) for t in served_topics), timeout_s,
               f"{s}: every acknowledged {tag} registration")
     return len(served_topics), refused, time.monotonic() - started
 
 
 def _agreed(site) -> str:
     bed = site[0]
-    agreed = _wait(lambda: (lambda a, b: a if a == b and a[0] else None)(*(_answers(bed.hosts[s]) for s in SERVING)),
+    agreed = wait(lambda: (lambda a, b: a if a == b and a[0] else None)(*(_answers(bed.hosts[s]) for s in SERVING)),
                    60, "the two replicas to serve the same cut")
     return str(agreed[0])
 
@@ -275,7 +264,7 @@ def test_a_kafka_outage_longer_than_the_broker_timeout_expires_no_one(site, figu
                      for i, (n, a) in enumerate(beating)])
         pub.publish([reg("out-dead", 0, "10.7.1.1:10911", tps=topics("OutDead", "OutBase"), timeout_ms=20_000)])
     for s in SERVING:
-        _wait(lambda s=s: all(_serves(bed.hosts[s], t) for t in ("Out0", "Out1", "Out2", "OutDead")), 120,
+        wait(lambda s=s: all(_serves(bed.hosts[s], t) for t in ("Out0", "Out1", "Out2", "OutDead")), 120,
               f"{s}: the outage test's brokers")
     stop = threading.Event()
     sent = {"ok": 0, "failed": 0}
@@ -295,7 +284,7 @@ def test_a_kafka_outage_longer_than_the_broker_timeout_expires_no_one(site, figu
         healed = time.monotonic()
         _watch(bed, watched, 50, missing)  # two and a half timeouts after the log is back
         for s in SERVING:
-            _wait(lambda s=s: not _serves(bed.hosts[s], "OutDead"), 60, f"{s}: out-dead's expiry")
+            wait(lambda s=s: not _serves(bed.hosts[s], "OutDead"), 60, f"{s}: out-dead's expiry")
         expired_s = time.monotonic() - healed
     finally:
         stop.set()
@@ -324,8 +313,8 @@ def test_a_serving_host_cut_off_from_the_store_answers_from_its_last_cut_and_say
         from eventlog.publisher import EventPublisher
         with EventPublisher(site[1].bootstrap, TOPIC, max_message_bytes=1 << 20) as pub:
             pub.publish([reg("st-0", 0, "10.6.0.1:10911", tps=topics("StTopic", "StBase"), timeout_ms=KEPT_MS)])
-        _wait(lambda: _serves(two, "StTopic"), 120, "serve-2: a registration published during serve-1's cut")
-        reason = _wait(lambda: (lambda r: r[2].decode() if r[0] == 503 else None)(http_get(one, "/readyz")), 120,
+        wait(lambda: _serves(two, "StTopic"), 120, "serve-2: a registration published during serve-1's cut")
+        reason = wait(lambda: (lambda r: r[2].decode() if r[0] == 503 else None)(http_get(one, "/readyz")), 120,
                        "serve-1 to report not ready, cut off from the store")
         unready_s = time.monotonic() - cut_at
         status, headers, _ = http_get(one, "/topics/MhTopic1/route")
@@ -339,7 +328,7 @@ def test_a_serving_host_cut_off_from_the_store_answers_from_its_last_cut_and_say
     finally:
         bed.heal_between("serve-1", store_hosts)
     healed = time.monotonic()
-    _wait(lambda: _serves(one, "StTopic") and http_get(one, "/readyz")[0] == 200, 120,
+    wait(lambda: _serves(one, "StTopic") and http_get(one, "/readyz")[0] == 200, 120,
           "serve-1 to catch up once it reaches the store again")
     caught_s = time.monotonic() - healed
     figures(f"failover across hosts: serve-1 cut off from HDFS kept answering from cut {before}; /readyz 503 after "
@@ -363,7 +352,7 @@ def test_a_spark_worker_killed_in_the_middle_of_a_batch_loses_nothing(site, figu
     spark.kill_worker(1)
     wanted = {f"WkTopic{i}" for i in range(count)}
     for s in SERVING:
-        _wait(lambda s=s: wanted <= set((http_json(bed.hosts[s], "/topics") or {}).get("topicList", [])), 300,
+        wait(lambda s=s: wanted <= set((http_json(bed.hosts[s], "/topics") or {}).get("topicList", [])), 300,
               f"{s}: all {count} registrations published as worker-2 died")
     served_s = time.monotonic() - published
     figures(f"failover across hosts: worker-2 SIGKILLed (with its executors) 1 s after {count} registrations were "
