@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from eventlog.topics import no_topic_creation
+
 # Above any record the pipeline accepts (NAMESRV_MAX_MESSAGE_BYTES is at most 16 MiB), so an
 # oversize record is still fetched and reaches dead_letter with its reason.
 FETCH_BYTES = 64 * 1024 * 1024
@@ -19,10 +21,12 @@ def consumer(bootstrap: str, *, bootstrap_timeout_ms: int = 30_000, fetch_max_wa
     `bootstrap_timeout_ms` bounds how long creating it waits for an unreachable broker,
     `fetch_max_wait_ms` how long a fetch waits at the broker for records."""
     from kafka import KafkaConsumer
-    return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                         max_partition_fetch_bytes=FETCH_BYTES, fetch_max_bytes=FETCH_BYTES,
-                         request_timeout_ms=10_000, consumer_timeout_ms=1000, fetch_max_wait_ms=fetch_max_wait_ms,
-                         bootstrap_timeout_ms=bootstrap_timeout_ms)
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
+                      max_partition_fetch_bytes=FETCH_BYTES, fetch_max_bytes=FETCH_BYTES,
+                      request_timeout_ms=10_000, consumer_timeout_ms=1000, fetch_max_wait_ms=fetch_max_wait_ms,
+                      bootstrap_timeout_ms=bootstrap_timeout_ms, allow_auto_create_topics=False)
+    no_topic_creation(c._cluster)
+    return c
 
 
 def record_time(consumer: Any, tp: Any, offset: int, *, timeout_s: float = 2.0) -> int | None:

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from eventlog.topics import no_topic_creation
 from schemas.events import REGISTER_BROKER, TYPE_HEADER, chunk_registration, encode
 
 # The producer's transport ceiling, above the event limit on purpose: a record the contract
@@ -37,7 +38,8 @@ class EventPublisher:
         self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False, linger_ms=5,
                                        max_request_size=max_request_size, request_timeout_ms=10_000,
                                        max_block_ms=connect_timeout_ms, bootstrap_timeout_ms=connect_timeout_ms,
-                                       delivery_timeout_ms=20_000)
+                                       delivery_timeout_ms=20_000, allow_auto_create_topics=False)
+        no_topic_creation(self._producer._metadata)
 
     def warm(self) -> None:
         """Fetch the topic's metadata now, so that the first publish does not wait for it."""

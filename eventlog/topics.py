@@ -3,6 +3,21 @@
 from __future__ import annotations
 
 import time
+from typing import Any
+
+
+def no_topic_creation(metadata: Any) -> None:
+    """Make a client's metadata requests stop asking the broker to create the topics they name.
+
+    The topic is created by `ensure_topic` only, with NAMESRV_KAFKA_PARTITIONS partitions: a topic a
+    broker creates by itself gets its default count (Tansu 4, Apache Kafka's `num.partitions` 1), and
+    the events of a broker or a KV namespace land on another partition than before. That happened
+    when a broker lost its log: the job's consumer or a server's producer asked for the topic's
+    metadata before `ensure_topic` ran. kafka-python 3.0.12 documents `allow_auto_create_topics`
+    for both clients but never hands it to the `ClusterMetadata` that builds the requests (pinned
+    in pyproject.toml), so it is set there.
+    """
+    metadata.config["allow_auto_create_topics"] = False
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int, wait_s: float = 60.0) -> int:

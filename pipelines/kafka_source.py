@@ -29,7 +29,7 @@ from eventlog.topics import ensure_topic
 from pipelines import admission, state_layout
 from pipelines.admission import TICK, Backlog
 from pipelines.buckets import IMPORT_PARTITION
-from pipelines.offset_log import LOG_CLOCK, RESUMED
+from pipelines.offset_log import LOG_CLOCK, RESETS, RESUMED, log_resets
 from pipelines.state_layout import IMPORT_OFFSET
 from pipelines.writer_lease import Lease
 from routeinfo.liveness import LivenessLedger
@@ -63,6 +63,17 @@ class ShortLogs:
 RAW_SCHEMA = "partition int, offset long, timestamp long, key string, value binary"
 
 log = logging.getLogger(__name__)
+
+
+def count_resets(start: dict, end: dict) -> dict[str, int]:
+    """The log resets carried in `start` (`offset_log.RESETS`), with one more for each partition
+    whose offset goes back in the batch from `start` to `end`: offsets go back only when a log reset
+    is believed (`ShortLogs`), and the batch then reads that partition's log from its start."""
+    resets = log_resets(start)
+    for p, e in end.items():
+        if admission.is_partition(p) and p in start and int(e) < int(start[p]):
+            resets[p] = resets.get(p, 0) + 1
+    return resets
 
 
 @dataclass
@@ -341,6 +352,9 @@ class KafkaStreamReader(DataSourceStreamReader):
             floors = [int(f) for f in (start.get(RESUMED), self._resumed) if f is not None]
             if floors:
                 out[RESUMED] = max(floors)
+            resets = count_resets(start, out)
+            if resets:
+                out[RESETS] = resets
             carried = self.state_import if importing else start.get(IMPORT_OFFSET)
             if carried is not None:
                 out[IMPORT_OFFSET] = carried

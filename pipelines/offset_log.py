@@ -19,6 +19,11 @@ LOG_CLOCK = "clock"  # our source's offset entry: the batch's log clock per part
 # our source's offset entry: when it could read the log again after it could not (epoch ms; the
 # newest such moment, carried in every later batch's offsets)
 RESUMED = "resumed"
+# our source's offset entry: per partition, how many times its log went back under the job (a wiped
+# or recreated log, read again from its start), carried in every later batch's offsets. A write
+# published into a log that went back has an offset the job already claims to have read; a reader
+# tells it is served only once the job counted that reset (`snapshots.freshness.LogMark`).
+RESETS = "resets"
 
 
 def read_source_offsets(path: StorePath) -> dict[str, Any]:
@@ -61,11 +66,17 @@ def batch_times(path: StorePath, raw: dict[str, Any]) -> dict[str, int]:
     return times
 
 
+def log_resets(raw: Mapping[str, Any]) -> dict[str, int]:
+    """Partition -> how many times its log went back under the job (`RESETS`; none: empty)."""
+    resets = raw.get(RESETS)
+    return {str(p): int(n) for p, n in resets.items()} if isinstance(resets, dict) else {}
+
+
 def partition_offsets(raw: dict[str, Any]) -> dict[str, int]:
     """Kafka partition -> next offset, from either source's offsets."""
     offsets: dict[str, int] = {}
     for key, value in raw.items():
-        if key == LOG_CLOCK:
+        if key in (LOG_CLOCK, RESETS):  # our per-partition entries, not the connector's per-topic offsets
             continue
         if isinstance(value, dict):  # the connector's {"<topic>": {"<partition>": offset}}
             offsets.update({str(p): int(o) for p, o in value.items()})

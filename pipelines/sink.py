@@ -29,7 +29,7 @@ from pipelines import step_rows
 from pipelines.deadlines import DeadlineBook
 from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
-from pipelines.offset_log import batch_times, partition_offsets, read_offset_log, read_source_offsets
+from pipelines.offset_log import batch_times, log_resets, partition_offsets, read_offset_log, read_source_offsets
 from pipelines.state_layout import IMPORT_OFFSET, LAYOUT_FILE, record_layout, recorded_buckets
 from pipelines.writer_lease import EPOCH_PROPERTY, Fenced, Lease, table_epoch
 from routeinfo import housekeeping
@@ -191,7 +191,7 @@ class DeltaSink:
         raw = read_source_offsets(offsets_file)
         offsets, consumed = self._offsets(batch_id, partition_offsets(raw))
         phases = {**batch_times(offsets_file, raw), "sinkCalled": called, "stateDone": state_done}
-        self.commit(batch_id, rows, offsets, consumed, phases=phases)
+        self.commit(batch_id, rows, offsets, consumed, phases=phases, resets=log_resets(raw))
         if not self._layout_recorded and IMPORT_OFFSET in raw:
             assert self.state_buckets is not None
             record_layout(self.checkpoint_dir, self.state_buckets)
@@ -218,8 +218,9 @@ class DeltaSink:
         log.info("maintenance in %.1f s: %s", report.seconds, report.per_table)
 
     def commit(self, batch_id: int, rows: list[dict[str, Any]], offsets: dict[str, int], consumed: int, *,
-               phases: dict[str, int] | None = None) -> None:
+               phases: dict[str, int] | None = None, resets: dict[str, int] | None = None) -> None:
         """Write one batch's cut; `offsets` are the source offsets it read up to, `consumed` how many,
+        `resets` how many times each partition's log went back under the job (`offset_log.RESETS`),
         `phases` when its earlier phases ended (epoch ms; completed here and kept in the progress
         record, whose `phases` are one batch's timeline: schemas/progress.py).
 
@@ -267,7 +268,7 @@ class DeltaSink:
         self._check_fence()
         self._count(plan, consumed, done_ms / 1000 - started)
         write_progress(self.warehouse, {"batchId": batch_id, "snapshotId": self._latest_snapshot,
-                                        "sourceOffsets": offsets, "time": done_ms,
+                                        "sourceOffsets": offsets, "resets": resets or {}, "time": done_ms,
                                         "eventCount": consumed,
                                         "nextDeadline": self.deadlines.next_deadline(),
                                         "jobStartedAt": self.started_ms, "phases": phases,

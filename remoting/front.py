@@ -35,11 +35,14 @@ from routeinfo.snapshot import Snapshot
 from schemas import events as ev
 from schemas.fields import MASTER_ID, InvalidInput
 from schemas.metrics import RemotingMetrics, remoting_role, write_metrics_file
-from schemas.progress import covers
+from snapshots.freshness import LogMark
 
 log = logging.getLogger("namesrv.remoting")
 NOT_READY = "name server not ready"
 RETRY_AFTER_FAILURE_S = 5.0
+# a write waiting for the served cut to include it: (coords, log mark taken before publishing,
+# deadline, answer)
+Waiting = tuple[list[tuple[int, int]], LogMark, float, "asyncio.Future[Snapshot]"]
 
 
 METRICS_WRITE_S = 1.0
@@ -174,9 +177,8 @@ class Front:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._arrived: collections.deque[tuple[Connection, Command, float]] = collections.deque()
         self._starting = False
-        # writes waiting for the served cut to include them, in deadline order: (coords, deadline, answer)
-        self._waiting: collections.deque[tuple[list[tuple[int, int]], float, asyncio.Future[Snapshot]]] = \
-            collections.deque()
+        # writes waiting for the served cut to include them, in deadline order
+        self._waiting: collections.deque[Waiting] = collections.deque()
         self._watching = False
         self._last_drop_log = 0.0
         self.read_only = {"listenPort": str(cfg.remoting_port), **{k: str(v).lower() if isinstance(v, bool) else str(v)
@@ -407,6 +409,7 @@ class Front:
         # re-registering fleet).
         changes = not (repeat and mine is not None and self.store.serves(mine.coords)) \
             and not requests.shown_by(self.store.current, event, prune=self.cfg.delete_topic_with_broker_registration)
+        mark = self.store.mark()
         coords = await self._publish([event])
         generation = next(self._generations)
         self._owner[key] = (conn.ident, generation)
@@ -415,7 +418,7 @@ class Front:
         if stale:  # RocketMQ removes the refused address's live entry: its channel no longer unregisters it
             self._owner.pop(key, None)
             conn.registered.pop(key, None)
-        snap = (await self._served(coords)) if changes and not stale else self.store.current
+        snap = (await self._served(coords, mark)) if changes and not stale else self.store.current
         ext: dict[str, str] = {}
         if event["brokerId"] != MASTER_ID and not stale:  # a refused epoch gets an empty result, as in RocketMQ
             master = route_reads.master_of(snap, event["brokerName"], event["clusterName"])
@@ -435,7 +438,7 @@ class Front:
 
     async def _admin(self, events: list[dict[str, Any]]) -> Reply:
         if events:
-            await self._served(await self._publish(events))
+            await self._publish_served(events)
         return ok()
 
     async def _with_snapshot(self, build: Callable[[Snapshot], list[dict[str, Any]]]) -> Reply:
@@ -446,7 +449,7 @@ class Front:
 
     async def _write_perm(self, cmd: Command, *, wipe: bool) -> Reply:
         event = requests.write_perm(cmd.ext, wipe=wipe)
-        snap = await self._served(await self._publish([event]))
+        snap = await self._publish_served([event])
         count = route_reads.topics_hosted_by(snap, event["brokerName"])
         return ok(ext={"wipeTopicCount" if wipe else "addTopicCount": str(count)})
 
@@ -517,12 +520,17 @@ class Front:
         except PublishFailed as exc:
             log.warning("%s failed: %s", what, exc)
 
-    async def _served(self, coords: list[tuple[int, int]]) -> Snapshot:
-        """The served cut once it includes `coords`, or the current one after the bound."""
-        if self.store.serves(coords):
+    async def _publish_served(self, events: list[dict[str, Any]]) -> Snapshot:
+        mark = self.store.mark()
+        return await self._served(await self._publish(events), mark)
+
+    async def _served(self, coords: list[tuple[int, int]], mark: LogMark) -> Snapshot:
+        """The served cut once it includes `coords` (published after `mark` was taken), or the
+        current one after the bound."""
+        if self.store.serves(coords, mark):
             return self.store.current  # type: ignore[no-any-return]
         done: asyncio.Future[Snapshot] = asyncio.get_running_loop().create_future()
-        self._waiting.append((coords, time.monotonic() + self.cfg.remoting_write_wait_ms / 1000, done))
+        self._waiting.append((coords, mark, time.monotonic() + self.cfg.remoting_write_wait_ms / 1000, done))
         if not self._watching:
             self._watching = True
             self._spawn(self._watch_served())
@@ -533,28 +541,28 @@ class Front:
         registrations wait together, and each polling the store on its own cost the front more
         CPU than answering them (3.7 s for 1,000). The waiters are looked at again only when the
         served offsets moved; otherwise only those whose bound passed, from the front."""
-        seen: dict[str, int] | None = None
+        seen: tuple[dict[str, int], int | None] | None = None
         try:
             while self._waiting:
                 self.store.poke()
                 await asyncio.sleep(0.02)
-                offsets, now = self.store.served_offsets(), time.monotonic()
-                moved, seen = offsets != seen, offsets
                 snap: Snapshot = self.store.current
+                # the cut too: a write into a log that went back is told served by the cut's record
+                position, now = (self.store.served_offsets(), snap.snapshot_id), time.monotonic()
+                moved, seen = position != seen, position
                 if moved:
-                    still: collections.deque[tuple[list[tuple[int, int]], float, asyncio.Future[Snapshot]]] = \
-                        collections.deque()
-                    for coords, deadline, done in self._waiting:
+                    still: collections.deque[Waiting] = collections.deque()
+                    for coords, mark, deadline, done in self._waiting:
                         if done.done():
                             continue
-                        if covers(offsets, coords) or now >= deadline:
+                        if self.store.serves(coords, mark) or now >= deadline:
                             done.set_result(snap)
                         else:
-                            still.append((coords, deadline, done))
+                            still.append((coords, mark, deadline, done))
                     self._waiting = still
                 # deadlines come in arrival order (one bound for all): the passed ones are at the front
-                while self._waiting and self._waiting[0][1] <= now:
-                    done = self._waiting.popleft()[2]
+                while self._waiting and self._waiting[0][2] <= now:
+                    done = self._waiting.popleft()[3]
                     if not done.done():
                         done.set_result(snap)
         finally:

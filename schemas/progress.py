@@ -4,6 +4,9 @@
 offsets its served snapshot already reflects, and by the source to schedule timeouts:
 
 {"batchId": int, "snapshotId": int | null (newest cut committed), "sourceOffsets": {"<p>": int},
+ "resets": {"<p>": int} (how many times the partition's log went back under the job: a wiped or
+ recreated log, read again from its start; a write whose offset the job already claimed is served
+ once the count grew, `snapshots.freshness.LogMark`),
  "time": epoch ms, "eventCount": int, "nextDeadline": epoch ms | null (earliest group timeout the
  job knows of; the Kafka source runs a batch for it even when no record arrived),
  "jobStartedAt": epoch ms (the start of the job instance that wrote it),

@@ -64,6 +64,8 @@ def publish(events: list[dict[str, Any]]) -> tuple[Snapshot | None, list[tuple[i
     """
     if not events:
         return store().current, []
+    snaps = store()
+    mark = snaps.mark()
     try:
         coords = _publisher().publish(events)
     except Exception as exc:  # Kafka unreachable or refusing: nothing was acknowledged
@@ -73,8 +75,7 @@ def publish(events: list[dict[str, Any]]) -> tuple[Snapshot | None, list[tuple[i
     if request.args.get("wait", "true").lower() == "false":
         return None, coords
     cfg: Config = current_app.config["NAMESRV"]
-    snaps = store()
-    snap = snaps.wait_for(lambda s: snaps.serves(coords), cfg.write_timeout_ms / 1000)
+    snap = snaps.wait_for(lambda s: snaps.serves(coords, mark), cfg.write_timeout_ms / 1000)
     if snap is None:
         raise ApiError(504, "SYSTEM_BUSY", f"published, but not materialized within {cfg.write_timeout_ms} ms",
                        offsets=offsets_json(coords))

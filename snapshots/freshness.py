@@ -6,9 +6,30 @@ now) and read-your-writes (the source offsets a cut reflects). Pure; the store
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from routeinfo.snapshot import Snapshot
+from schemas.progress import covers
+
+
+@dataclass(frozen=True)
+class LogMark:
+    """Where the job stood in the log just before a write was published (the newest progress
+    record's offsets and log resets). A record is appended at its log's end, which is at or past
+    anything the job read from that log; so a published offset below the mark's is in a log that
+    went back under the job (a wiped or recreated log), and the job's offsets for that partition
+    say nothing about it until the job has counted one more reset there."""
+
+    offsets: dict[str, int]
+    resets: dict[str, int]
+
+
+def log_mark(progress: dict[str, Any] | None) -> LogMark:
+    if progress is None:
+        return LogMark({}, {})
+    return LogMark({str(k): int(v) for k, v in progress["sourceOffsets"].items()},
+                   {str(k): int(v) for k, v in (progress.get("resets") or {}).items()})
 
 
 def served_offsets(snap: Snapshot, progress: dict[str, Any] | None) -> dict[str, int]:
@@ -21,6 +42,22 @@ def served_offsets(snap: Snapshot, progress: dict[str, Any] | None) -> dict[str,
     if progress is not None and progress.get("snapshotId") == snap.snapshot_id:
         return {str(k): int(v) for k, v in progress["sourceOffsets"].items()}
     return snap.source_offsets
+
+
+def includes(snap: Snapshot, progress: dict[str, Any] | None, coords: list[tuple[int, int]],
+             mark: LogMark | None = None) -> bool:
+    """Whether the served cut `snap` includes the events published at `coords` (`mark`: where the
+    job stood just before they were published; without it, offsets alone are compared)."""
+    if not covers(served_offsets(snap, progress), coords):
+        return False
+    gone = {str(p) for p, o in coords if mark is not None and o < mark.offsets.get(str(p), -1)}
+    if not gone:
+        return True
+    assert mark is not None
+    if progress is None or progress.get("snapshotId") != snap.snapshot_id:
+        return False  # the cut's own row does not say which log its offsets are in
+    resets = progress.get("resets") or {}
+    return all(int(resets.get(p, 0)) > mark.resets.get(p, 0) for p in gone)
 
 
 def too_stale(snap: Snapshot, staleness_ms: int | None, max_staleness_ms: int | None) -> str | None:

@@ -17,7 +17,7 @@ from typing import Any
 from conf.memory import release_memory
 from routeinfo.snapshot import Snapshot
 from schemas.metrics import SnapshotMetrics
-from schemas.progress import PROGRESS_FILE, covers, read_job_start, read_progress
+from schemas.progress import PROGRESS_FILE, read_job_start, read_progress
 from snapshots import freshness
 from snapshots.history import History
 from snapshots.reader import LockedReader, SnapshotReader
@@ -74,9 +74,14 @@ class SnapshotStore:
         """Source offsets whose events the served snapshot reflects (`freshness.served_offsets`)."""
         return freshness.served_offsets(self.current, self.progress)
 
-    def serves(self, coords: list[tuple[int, int]]) -> bool:
-        """Whether the served snapshot includes the events published at these (partition, offset)s."""
-        return covers(self.served_offsets(), coords)
+    def mark(self) -> freshness.LogMark:
+        """Where the job stands in the log, to take just before publishing a write (`serves`)."""
+        return freshness.log_mark(self.progress)
+
+    def serves(self, coords: list[tuple[int, int]], mark: freshness.LogMark | None = None) -> bool:
+        """Whether the served snapshot includes the events published at these (partition, offset)s;
+        `mark` (`mark()` taken before publishing) tells a write into a log that went back."""
+        return freshness.includes(self.current, self.progress, coords, mark)
 
     def not_ready(self) -> str | None:
         """Why this server should not take traffic (None: ready; `freshness.not_ready`, then

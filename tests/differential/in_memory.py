@@ -23,6 +23,7 @@ from remoting.front import Front
 from routeinfo.snapshot import Snapshot, build_snapshot
 from schemas import events as ev
 from schemas import tables as t
+from snapshots.freshness import LogMark
 from tests.model.pure_system import step_config
 
 
@@ -83,7 +84,10 @@ class InMemoryLog:
         pass
 
     # ---------------------------------------------------------------- the store's side
-    def serves(self, coords: list[tuple[int, int]]) -> bool:
+    def mark(self) -> LogMark:
+        return LogMark({}, {})  # one log, never reset
+
+    def serves(self, coords: list[tuple[int, int]], mark: LogMark | None = None) -> bool:
         return True  # every publish is served before it returns
 
     def poke(self) -> None:

@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from eventlog.topics import ensure_topic
 from ops import embedded_kafka
 from ops.net import free_port
 from tests.harness import Pipeline
@@ -36,7 +35,13 @@ def test_broker_restart_with_wiped_log(spark, tmp_path, figures):
         p.check_job()
         assert p.get("/topics/KfTopic/route")[0] == 200  # served from the last snapshot meanwhile
         tansu = embedded_kafka.start_tansu(port)
-        ensure_topic(p.cfg.bootstrap, p.cfg.kafka_topic, p.cfg.kafka_partitions)
+        # The job recreates the topic with its own partition count; nobody's metadata request
+        # made the broker create it with its default (Tansu's 4), which moved keys to other partitions.
+        assert p.wait_for(lambda: _partitions(p.cfg.bootstrap, p.cfg.kafka_topic), 60,
+                          "the job to recreate the topic") == p.cfg.kafka_partitions
+        # A write into the new log before the job believes the reset (GONE_CONFIRM_S): its offset
+        # is below what the job read of the old log, yet it is answered only once served.
+        assert p.write("PUT", "/kv/kfns/reset", {"value": "on-the-new-log"}) == (200, {"value": "on-the-new-log"})
         p.publisher.close()
         from eventlog.publisher import EventPublisher
         p.publisher = EventPublisher(p.cfg.bootstrap, p.cfg.kafka_topic, max_message_bytes=p.cfg.max_message_bytes)
@@ -51,6 +56,7 @@ def test_broker_restart_with_wiped_log(spark, tmp_path, figures):
         assert p.get("/kv/kfns/acked") == (200, {"value": "before-restart"})
         assert {q["brokerName"] for q in p.get("/topics/KfTopic/route")[1]["queueDatas"]} >= {"kf-a"}
         assert p.write("PUT", "/kv/kfns/after", {"value": "after-restart"}) == (200, {"value": "after-restart"})
+        assert p.get("/kv/kfns/reset") == (200, {"value": "on-the-new-log"})
         figures(f"Kafka restart with a wiped log: routes served again {healed:.1f} s after the broker went down "
                 f"(4 s of it unreachable); acknowledged KV write kept")
     finally:
@@ -58,3 +64,20 @@ def test_broker_restart_with_wiped_log(spark, tmp_path, figures):
             p.close()
         tansu.terminate()
         tansu.wait(10)
+
+
+def _partitions(bootstrap: str, topic: str) -> int:
+    """The topic's partition count (0: it does not exist), asked without creating it."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import KafkaError
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    except KafkaError:
+        return 0
+    try:
+        if topic not in admin.list_topics():
+            return 0
+        described = admin.describe_topics([topic])
+        return len(described[0]["partitions"]) if described else 0
+    finally:
+        admin.close()

@@ -18,6 +18,7 @@ from remoting import codes
 from remoting.client import RemotingClient, registration_request
 from remoting.front import Front
 from schemas import events as ev
+from snapshots.freshness import LogMark
 from tests.differential.in_memory import InMemoryLog
 from tests.harness import FrontThread
 
@@ -41,7 +42,10 @@ class HeldStore:
             self.looks += 1
         return {"0": self.upto}
 
-    def serves(self, coords: list[tuple[int, int]]) -> bool:
+    def mark(self) -> LogMark:
+        return LogMark({}, {})  # one log, never reset
+
+    def serves(self, coords: list[tuple[int, int]], mark: LogMark | None = None) -> bool:
         with self._lock:
             self.looks += 1
         return all(o < self.upto for _, o in coords)
