@@ -113,7 +113,7 @@ cmd="${1:-run}"
 case "$cmd" in
   run)      setup; exec "$VENV/bin/python" -m ops.launcher "$@" ;;
   test)     setup; browser_tools; static_checks; exec "$VENV/bin/python" -m pytest "$@" ;;
-  check)    setup; static_checks; exec "$VENV/bin/python" -m pytest -q -m "not integration" tests/unit tests/model "$@" ;;
+  check)    setup; static_checks; exec "$VENV/bin/python" -m pytest -q -m "not integration" tests "$@" ;;
   compat)   setup; exec "$VENV/bin/python" -m pytest --compat tests/compat "$@" ;;
   multihost) setup; exec "$VENV/bin/python" -m pytest --multihost tests/multihost "$@" ;;
   cluster)  setup; exec "$VENV/bin/python" -m ops.cluster "$@" ;;

@@ -2,7 +2,7 @@
 never drift from the code: the HTTP API from the OpenAPI document, the admin CLI from click's own
 help, the metrics from their declarations, the remoting codes from the table the front dispatches
 on. `python -m docgen` writes them into docs/reference/; a unit test fails when one is stale
-(tests/unit/test_reference_pages.py). The configuration table (docs/configuration.md) is
+(tests/project/test_reference_pages.py). The configuration table (docs/configuration.md) is
 generated the same way, by `conf.settings_table`.
 """
 

@@ -111,17 +111,17 @@ def main(argv: list[str] | None = None) -> int:
     seed = random.randrange(2**32)
     # stage -> (title, its pytest arguments, its environment); the fleet runs here, the others in pytest
     later = {
-        "catch-up": ("catch-up after a 3-minute outage, 1,000 brokers", ["tests/integration/test_catch_up.py"],
+        "catch-up": ("catch-up after a 3-minute outage, 1,000 brokers", ["tests/expiry/test_catch_up.py"],
                      {"NAMESRV_CATCHUP_BROKERS": "1000", "NAMESRV_CATCHUP_TIMEOUT_MS": "120000",
                       "NAMESRV_CATCHUP_OUTAGE_S": "180"}) if args.catch_up else None,
         "differential": (f"differential test against RocketMQ's NameServer, {args.differential} sequences",
-                         ["-k", "ours_answer", "tests/integration/test_differential.py"],
+                         ["-k", "ours_answer", "tests/routing/test_differential.py"],
                          {"NAMESRV_DIFF_SEQUENCES": str(args.differential)}) if args.differential else None,
         "malformed": (f"malformed requests against RocketMQ's NameServer, {args.malformed} requests, seed {seed}",
-                      ["tests/integration/test_malformed_differential.py"],
+                      ["tests/routing/test_malformed_differential.py"],
                       {"NAMESRV_MALFORMED_EXAMPLES": str(args.malformed), "NAMESRV_MALFORMED_SEED": str(seed)})
         if args.malformed else None,
-        "crash safety": (f"crash safety with {args.kills} kills", ["tests/integration/test_crash_safety.py"],
+        "crash safety": (f"crash safety with {args.kills} kills", ["tests/recovery/test_crash_safety.py"],
                          {"NAMESRV_CRASH_KILLS": str(args.kills)}) if args.kills else None,
     }
     stages = (["fleet"] if args.minutes > 0 else []) + [name for name, stage in later.items() if stage]

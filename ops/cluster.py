@@ -10,7 +10,7 @@ leaving everything running. `status` prints the hosts, what runs where and wheth
 
 `TOPOLOGY` is the one description of the bed: `up` builds it, the tests use its host names, and
 `draw()` renders docs/deploy-topology.png from it, with the description embedded in the PNG so a
-test can tell a stale picture (tests/unit/test_deploy_picture.py).
+test can tell a stale picture (tests/project/test_deploy_picture.py).
 """
 
 from __future__ import annotations

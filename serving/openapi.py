@@ -1,6 +1,6 @@
 """The OpenAPI 3.1 document of the HTTP API, served at /openapi.json.
 
-Kept by hand next to the blueprints; tests/unit/test_openapi.py fails when a Flask route and
+Kept by hand next to the blueprints; tests/serving/test_openapi.py fails when a Flask route and
 this document disagree.
 """
 

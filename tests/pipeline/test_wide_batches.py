@@ -50,7 +50,7 @@ def _rows(warehouse: Path, table: t.TableDef, version: int) -> list[dict[str, An
 def test_a_batch_wider_than_a_predicate_replaces_its_groups_in_one_commit(tmp_path):
     warehouse = tmp_path / "delta"
     proc = subprocess.run(
-        [sys.executable, "-c", f"from tests.integration.test_wide_batches import scenario; scenario({str(warehouse)!r})"],
+        [sys.executable, "-c", f"from tests.pipeline.test_wide_batches import scenario; scenario({str(warehouse)!r})"],
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_STACK, (8 << 20, resource.getrlimit(resource.RLIMIT_STACK)[1])),
         capture_output=True, text=True, timeout=600, cwd=Path(__file__).parents[2])
     assert proc.returncode == 0, f"sink process exited {proc.returncode}: {proc.stderr[-2000:]}"

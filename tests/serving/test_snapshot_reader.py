@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def test_a_history_page_that_matches_nothing_is_empty(tmp_path):
     """`GET /history/snapshots?before=0` once answered 500: an empty selection taken from the
-    snapshots table was a null-typed array (found by tests/integration/test_openapi_fuzz.py)."""
+    snapshots table was a null-typed array (found by tests/serving/test_openapi_fuzz.py)."""
     from pipelines.sink import DeltaSink
     from snapshots.reader import SnapshotReader
     DeltaSink(tmp_path / "delta", tmp_path / "checkpoint", retention_ms=3_600_000).ensure_tables()
