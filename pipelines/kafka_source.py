@@ -100,6 +100,9 @@ _MIN_WAIT_S = 0.02  # less of a trigger than this left: not worth a wait for rec
 # The longest one look waits for a change: a query being stopped waits for the look to end (Spark
 # cannot interrupt the source's Python process), so a longer trigger looks again at its next start.
 MAX_WAIT_S = 10.0
+# A look at the log (end offsets, a wait for records) that took this much longer than it should
+# have means the log could not be read meanwhile (`_slow_look`); a healthy one takes milliseconds.
+SLOW_LOOK_S = 5.0
 # How long a fetch of the trigger's wait for records (`_await_change`) waits at the broker: up to
 # this much is added to a change's latency; a tenth of it measured 2.6 % of a core idle.
 WATCH_FETCH_WAIT_MS = 100
@@ -215,11 +218,24 @@ class KafkaStreamReader(DataSourceStreamReader):
             left = until - time.monotonic()
             if out != start or self._unavailable or left < _MIN_WAIT_S:
                 return out
+            waited = time.monotonic()
             try:
                 self._await_change(start, left)
             except Exception as exc:  # the next look reports an unreachable broker
                 log.debug("waiting for records failed: %s", exc)
                 return out
+            self._slow_look(time.monotonic() - waited - left, "a wait for records")
+
+    def _slow_look(self, overran_s: float, what: str) -> None:
+        """A call to Kafka that took SLOW_LOOK_S longer than it should have counts as an outage (the
+        floor is taken when the next look succeeds): a broker cut off behind a switch may leave
+        kafka-python's requests hanging and retried without an error for as long as the cut
+        lasts, and the heartbeats the log could not take meanwhile are not silence either."""
+        if overran_s > SLOW_LOOK_S and not self._unavailable:
+            log.warning("Kafka at %s took %.0f s too long to answer (%s); counted as an outage of the log",
+                        self.bootstrap, overran_s, what)
+            self._mark_outage()
+            self._unavailable = True
 
     def _await_change(self, start: dict, seconds: float) -> None:
         """Block up to `seconds`, or until admission may decide otherwise without a record (the
@@ -283,6 +299,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         return liveness
 
     def _latest(self, start: dict, limit: ReadLimit) -> dict:
+        asked = time.monotonic()
         try:
             ends = self._ends_now()
         except Exception as exc:  # broker unreachable or restarting: no new data this trigger
@@ -294,6 +311,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             self.stop()
             self._ends.clear()
             return dict(start)
+        self._slow_look(time.monotonic() - asked, "the log's end offsets")
         if self._unavailable or self._marked is None:
             if self._unavailable or (self._outage_file is not None and self._outage_file.exists()):
                 # no broker is judged silent for the outage: each gets a full timeout from now
