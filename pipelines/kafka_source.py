@@ -555,7 +555,12 @@ class KafkaStreamReader(DataSourceStreamReader):
                     # Nothing where records were planned: has the broker lost its log (memory
                     # storage restarted; believed as `ShortLogs` says)? Checked only here, so a
                     # normal read costs no extra requests.
-                    end = true_end(c, tp, c.end_offsets([tp])[tp])
+                    try:
+                        end = true_end(c, tp, c.end_offsets([tp])[tp])
+                    except KafkaError:  # the broker went away mid-read: wait for it (the deadline bounds it)
+                        time.sleep(0.5)
+                        c.seek(tp, nxt)
+                        continue
                     if end < partition.end:
                         if not short.believed(partition.partition):
                             c._client.cluster.request_update()  # ask who leads now
