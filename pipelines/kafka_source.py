@@ -23,7 +23,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from conf.store import store_path
+from conf.store import StorePath, store_path
 from eventlog.consumer import consumer, record_time, true_end
 from eventlog.topics import ensure_topic
 from pipelines import admission, state_layout
@@ -63,6 +63,17 @@ class ShortLogs:
 RAW_SCHEMA = "partition int, offset long, timestamp long, key string, value binary"
 
 log = logging.getLogger(__name__)
+
+
+def _read_import(partition: StateImport) -> Iterator[tuple[Any, ...]]:
+    for i, row in enumerate(state_layout.read_import(store_path(partition.path))):
+        yield (IMPORT_PARTITION, i, 0, row["key"], json.dumps([row["core"], row["topics"]]).encode())
+
+
+def mark_outage(outage_file: StorePath) -> None:
+    """Mark in the store that the log could not be read (OUTAGE_FILE): the planner grants the
+    outage floor when it next reads the log, whichever process marked it."""
+    outage_file.write_text(json.dumps({"since": int(time.time() * 1000)}))
 
 
 def count_resets(start: dict, end: dict) -> dict[str, int]:
@@ -312,7 +323,8 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._ends.clear()
             return dict(start)
         self._slow_look(time.monotonic() - asked, "the log's end offsets")
-        if self._unavailable or self._marked is None:
+        # looked at every time while unmarked: a batch's read may have marked an outage (`read`)
+        if self._unavailable or not self._marked:
             if self._unavailable or (self._outage_file is not None and self._outage_file.exists()):
                 # no broker is judged silent for the outage: each gets a full timeout from now
                 self._resumed = int(time.time() * 1000)
@@ -509,11 +521,20 @@ class KafkaStreamReader(DataSourceStreamReader):
             except Exception as exc:  # the store is unreachable: tried again after the next batch
                 log.warning("could not remove %s: %s", self._outage_file, exc)
 
+    def _read_outage(self, partition: int) -> None:
+        log.warning("%s[%d]: Kafka at %s did not answer this read for %.0f s; marking an outage of the log",
+                    self.topic, partition, self.bootstrap, SLOW_LOOK_S)
+        if self._outage_file is not None:
+            try:
+                mark_outage(self._outage_file)
+            except Exception as exc:  # nothing to grant it then; the read goes on
+                log.warning("could not mark the log's outage in %s: %s", self._outage_file, exc)
+
     def _mark_outage(self) -> None:
         if self._outage_file is None:
             return
         try:
-            self._outage_file.write_text(json.dumps({"since": int(time.time() * 1000)}))
+            mark_outage(self._outage_file)
             self._marked = True
         except Exception as exc:  # the floor still holds for this process; a restart would not know
             log.warning("could not mark the log's outage in %s: %s", self._outage_file, exc)
@@ -526,8 +547,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     # -- executor side
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         if isinstance(partition, StateImport):
-            for i, row in enumerate(state_layout.read_import(store_path(partition.path))):
-                yield (IMPORT_PARTITION, i, 0, row["key"], json.dumps([row["core"], row["topics"]]).encode())
+            yield from _read_import(partition)
             return
         assert isinstance(partition, KafkaRange)
         from kafka import TopicPartition
@@ -541,16 +561,24 @@ class KafkaStreamReader(DataSourceStreamReader):
             nxt = partition.start
             short = ShortLogs()
             deadline = time.monotonic() + 120
+            waiting_since: float | None = None  # since when polls bring none of the planned records
             while nxt < partition.end:
                 if time.monotonic() > deadline:
                     raise RuntimeError(
                         f"{self.topic}[{partition.partition}]: offsets {nxt}..{partition.end} not readable "
                         f"within 120 s (broker gone?)")
+                if waiting_since is not None and time.monotonic() - waiting_since > SLOW_LOOK_S:
+                    # The log went away under this read: its planner, which saw nothing of it, grants
+                    # the outage floor at its next look (a heartbeat the log could not take is not silence).
+                    self._read_outage(partition.partition)
+                    waiting_since = float("inf")  # marked once per read
                 try:
                     records = c.poll(timeout_ms=500, max_records=5000).get(tp, [])
                 except KafkaError:
+                    waiting_since = time.monotonic() if waiting_since is None else waiting_since
                     time.sleep(0.5)
                     continue
+                waiting_since = None if records else (time.monotonic() if waiting_since is None else waiting_since)
                 if not records:
                     # Nothing where records were planned: has the broker lost its log (memory
                     # storage restarted; believed as `ShortLogs` says)? Checked only here, so a
