@@ -23,7 +23,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from conf.store import StorePath, store_path
+from conf.store import store_path
 from eventlog.consumer import consumer, record_time, true_end
 from eventlog.topics import ensure_topic
 from pipelines import admission, state_layout
@@ -60,6 +60,8 @@ class ShortLogs:
 
     def clear(self, partition: int) -> None:
         self._since.pop(partition, None)
+
+
 RAW_SCHEMA = "partition int, offset long, timestamp long, key string, value binary"
 
 log = logging.getLogger(__name__)
@@ -68,12 +70,6 @@ log = logging.getLogger(__name__)
 def _read_import(partition: StateImport) -> Iterator[tuple[Any, ...]]:
     for i, row in enumerate(state_layout.read_import(store_path(partition.path))):
         yield (IMPORT_PARTITION, i, 0, row["key"], json.dumps([row["core"], row["topics"]]).encode())
-
-
-def mark_outage(outage_file: StorePath) -> None:
-    """Mark in the store that the log could not be read (OUTAGE_FILE): the planner grants the
-    outage floor when it next reads the log, whichever process marked it."""
-    outage_file.write_text(json.dumps({"since": int(time.time() * 1000)}))
 
 
 def count_resets(start: dict, end: dict) -> dict[str, int]:
@@ -242,11 +238,16 @@ class KafkaStreamReader(DataSourceStreamReader):
         floor is taken when the next look succeeds): a broker cut off behind a switch may leave
         kafka-python's requests hanging and retried without an error for as long as the cut
         lasts, and the heartbeats the log could not take meanwhile are not silence either."""
-        if overran_s > SLOW_LOOK_S and not self._unavailable:
-            log.warning("Kafka at %s took %.0f s too long to answer (%s); counted as an outage of the log",
-                        self.bootstrap, overran_s, what)
+        if overran_s > SLOW_LOOK_S:
+            self._lost_log(f"took {overran_s:.0f} s too long to answer ({what}); counted as an outage of the log")
+
+    def _lost_log(self, why: str) -> None:
+        """The log could not be read (logged and marked once per outage): the next look that
+        succeeds takes the outage floor."""
+        if not self._unavailable:
+            log.warning("Kafka at %s %s", self.bootstrap, why)
             self._mark_outage()
-            self._unavailable = True
+        self._unavailable = True
 
     def _await_change(self, start: dict, seconds: float) -> None:
         """Block up to `seconds`, or until admission may decide otherwise without a record (the
@@ -314,11 +315,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         try:
             ends = self._ends_now()
         except Exception as exc:  # broker unreachable or restarting: no new data this trigger
-            if not self._unavailable:
-                log.warning("Kafka at %s unavailable (%s: %s); waiting for it, no new data meanwhile",
-                            self.bootstrap, type(exc).__name__, exc)
-                self._mark_outage()
-            self._unavailable = True
+            self._lost_log(f"unavailable ({type(exc).__name__}: {exc}); waiting for it, no new data meanwhile")
             self.stop()
             self._ends.clear()
             return dict(start)
@@ -521,20 +518,11 @@ class KafkaStreamReader(DataSourceStreamReader):
             except Exception as exc:  # the store is unreachable: tried again after the next batch
                 log.warning("could not remove %s: %s", self._outage_file, exc)
 
-    def _read_outage(self, partition: int) -> None:
-        log.warning("%s[%d]: Kafka at %s did not answer this read for %.0f s; marking an outage of the log",
-                    self.topic, partition, self.bootstrap, SLOW_LOOK_S)
-        if self._outage_file is not None:
-            try:
-                mark_outage(self._outage_file)
-            except Exception as exc:  # nothing to grant it then; the read goes on
-                log.warning("could not mark the log's outage in %s: %s", self._outage_file, exc)
-
     def _mark_outage(self) -> None:
         if self._outage_file is None:
             return
         try:
-            mark_outage(self._outage_file)
+            self._outage_file.write_text(json.dumps({"since": int(time.time() * 1000)}))
             self._marked = True
         except Exception as exc:  # the floor still holds for this process; a restart would not know
             log.warning("could not mark the log's outage in %s: %s", self._outage_file, exc)
@@ -562,16 +550,19 @@ class KafkaStreamReader(DataSourceStreamReader):
             short = ShortLogs()
             deadline = time.monotonic() + 120
             waiting_since: float | None = None  # since when polls bring none of the planned records
+            marked = False  # this read marked an outage
             while nxt < partition.end:
                 if time.monotonic() > deadline:
                     raise RuntimeError(
                         f"{self.topic}[{partition.partition}]: offsets {nxt}..{partition.end} not readable "
                         f"within 120 s (broker gone?)")
-                if waiting_since is not None and time.monotonic() - waiting_since > SLOW_LOOK_S:
+                if not marked and waiting_since is not None and time.monotonic() - waiting_since > SLOW_LOOK_S:
                     # The log went away under this read: its planner, which saw nothing of it, grants
                     # the outage floor at its next look (a heartbeat the log could not take is not silence).
-                    self._read_outage(partition.partition)
-                    waiting_since = float("inf")  # marked once per read
+                    log.warning("%s[%d]: Kafka at %s did not answer this read for %.0f s; marking an outage of "
+                                "the log", self.topic, partition.partition, self.bootstrap, SLOW_LOOK_S)
+                    self._mark_outage()
+                    marked = True
                 try:
                     records = c.poll(timeout_ms=500, max_records=5000).get(tp, [])
                 except KafkaError:

@@ -35,7 +35,7 @@ from routeinfo.snapshot import Snapshot
 from schemas import events as ev
 from schemas.fields import MASTER_ID, InvalidInput
 from schemas.metrics import RemotingMetrics, remoting_role, write_metrics_file
-from snapshots.freshness import LogMark
+from snapshots.freshness import LogMark, includes
 
 log = logging.getLogger("namesrv.remoting")
 NOT_READY = "name server not ready"
@@ -541,21 +541,20 @@ class Front:
         registrations wait together, and each polling the store on its own cost the front more
         CPU than answering them (3.7 s for 1,000). The waiters are looked at again only when the
         served offsets moved; otherwise only those whose bound passed, from the front."""
-        seen: tuple[dict[str, int], int | None] | None = None
+        seen: LogMark | None = None
         try:
             while self._waiting:
                 self.store.poke()
                 await asyncio.sleep(0.02)
                 snap: Snapshot = self.store.current
-                # the cut too: a write into a log that went back is told served by the cut's record
-                position, now = (self.store.served_offsets(), snap.snapshot_id), time.monotonic()
-                moved, seen = position != seen, position
+                served, now = self.store.served_mark(), time.monotonic()
+                moved, seen = served != seen, served
                 if moved:
                     still: collections.deque[Waiting] = collections.deque()
                     for coords, mark, deadline, done in self._waiting:
                         if done.done():
                             continue
-                        if self.store.serves(coords, mark) or now >= deadline:
+                        if includes(served, coords, mark) or now >= deadline:
                             done.set_result(snap)
                         else:
                             still.append((coords, mark, deadline, done))

@@ -15,14 +15,17 @@ from schemas.progress import covers
 
 @dataclass(frozen=True)
 class LogMark:
-    """Where the job stood in the log just before a write was published (the newest progress
-    record's offsets and log resets). A record is appended at its log's end, which is at or past
-    anything the job read from that log; so a published offset below the mark's is in a log that
-    went back under the job (a wiped or recreated log), and the job's offsets for that partition
-    say nothing about it until the job has counted one more reset there."""
+    """A position in the log: source offsets, and how many times each partition's log went back
+    under the job (None: not known; a cut's own row does not record it).
+
+    Taken just before a write is published (from the newest progress record): a record is
+    appended at its log's end, which is at or past anything the job read from that log, so a
+    published offset below the mark's is in a log that went back under the job (a wiped or
+    recreated log), and the job's offsets for that partition say nothing about it until the job
+    has counted one more reset there."""
 
     offsets: dict[str, int]
-    resets: dict[str, int]
+    resets: dict[str, int] | None
 
 
 def log_mark(progress: dict[str, Any] | None) -> LogMark:
@@ -32,32 +35,35 @@ def log_mark(progress: dict[str, Any] | None) -> LogMark:
                    {str(k): int(v) for k, v in (progress.get("resets") or {}).items()})
 
 
-def served_offsets(snap: Snapshot, progress: dict[str, Any] | None) -> dict[str, int]:
-    """Source offsets whose events the served snapshot `snap` reflects.
+def served_mark(snap: Snapshot, progress: dict[str, Any] | None) -> LogMark:
+    """Where in the log the served cut `snap` stands.
 
     The job writes a snapshot only when something changed and records every batch's
     progress; if the served snapshot is the newest one that progress knows of, everything up
     to the progress offsets is included (the batches after it changed nothing).
     """
     if progress is not None and progress.get("snapshotId") == snap.snapshot_id:
-        return {str(k): int(v) for k, v in progress["sourceOffsets"].items()}
-    return snap.source_offsets
+        return log_mark(progress)
+    return LogMark(snap.source_offsets, None)
 
 
-def includes(snap: Snapshot, progress: dict[str, Any] | None, coords: list[tuple[int, int]],
-             mark: LogMark | None = None) -> bool:
-    """Whether the served cut `snap` includes the events published at `coords` (`mark`: where the
-    job stood just before they were published; without it, offsets alone are compared)."""
-    if not covers(served_offsets(snap, progress), coords):
+def served_offsets(snap: Snapshot, progress: dict[str, Any] | None) -> dict[str, int]:
+    """Source offsets whose events the served snapshot `snap` reflects (`served_mark`)."""
+    return served_mark(snap, progress).offsets
+
+
+def includes(served: LogMark, coords: list[tuple[int, int]], mark: LogMark | None = None) -> bool:
+    """Whether a cut standing at `served` (`served_mark`) includes the events published at `coords`
+    (`mark`: where the job stood just before they were published; without it, offsets alone)."""
+    if not covers(served.offsets, coords):
         return False
     gone = {str(p) for p, o in coords if mark is not None and o < mark.offsets.get(str(p), -1)}
     if not gone:
         return True
-    assert mark is not None
-    if progress is None or progress.get("snapshotId") != snap.snapshot_id:
-        return False  # the cut's own row does not say which log its offsets are in
-    resets = progress.get("resets") or {}
-    return all(int(resets.get(p, 0)) > mark.resets.get(p, 0) for p in gone)
+    if served.resets is None or mark is None or mark.resets is None:
+        return False
+    resets, before = served.resets, mark.resets
+    return all(resets.get(p, 0) > before.get(p, 0) for p in gone)
 
 
 def too_stale(snap: Snapshot, staleness_ms: int | None, max_staleness_ms: int | None) -> str | None:

@@ -74,6 +74,10 @@ class SnapshotStore:
         """Source offsets whose events the served snapshot reflects (`freshness.served_offsets`)."""
         return freshness.served_offsets(self.current, self.progress)
 
+    def served_mark(self) -> freshness.LogMark:
+        """Where in the log the served snapshot stands (`freshness.served_mark`)."""
+        return freshness.served_mark(self.current, self.progress)
+
     def mark(self) -> freshness.LogMark:
         """Where the job stands in the log, to take just before publishing a write (`serves`)."""
         return freshness.log_mark(self.progress)
@@ -81,7 +85,7 @@ class SnapshotStore:
     def serves(self, coords: list[tuple[int, int]], mark: freshness.LogMark | None = None) -> bool:
         """Whether the served snapshot includes the events published at these (partition, offset)s;
         `mark` (`mark()` taken before publishing) tells a write into a log that went back."""
-        return freshness.includes(self.current, self.progress, coords, mark)
+        return freshness.includes(self.served_mark(), coords, mark)
 
     def not_ready(self) -> str | None:
         """Why this server should not take traffic (None: ready; `freshness.not_ready`, then

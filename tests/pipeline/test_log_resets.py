@@ -10,13 +10,18 @@ from pipelines.kafka_source import count_resets
 from pipelines.offset_log import LOG_CLOCK, RESETS, log_resets, partition_offsets
 from routeinfo.snapshot import Snapshot, build_snapshot
 from schemas import tables as t
-from snapshots.freshness import LogMark, includes, log_mark
+from snapshots.freshness import LogMark, includes, log_mark, served_mark
 
 
 def _cut(snapshot_id: int, offsets: str = "{}") -> Snapshot:
     row = {"snapshotId": snapshot_id, "commitTime": 0, "sourceOffsets": offsets,
            **{t.version_column(x): 0 for x in t.CUT_TABLES}}
     return build_snapshot(row, {x.name: [] for x in t.STATE_TABLES})
+
+
+def _includes(snap: Snapshot, progress: dict | None, coords: list[tuple[int, int]],
+              mark: LogMark | None = None) -> bool:
+    return includes(served_mark(snap, progress), coords, mark)
 
 
 def _progress(snapshot_id: int, offsets: dict[str, int], resets: dict[str, int] | None = None) -> dict:
@@ -41,33 +46,33 @@ def test_the_resets_entry_is_not_taken_for_the_connectors_per_topic_offsets():
 
 def test_a_write_into_the_same_log_is_served_by_offsets():
     before = log_mark(_progress(5, {"0": 10, "1": 2}))
-    assert not includes(_cut(5), _progress(5, {"0": 10, "1": 2}), [(1, 2)], before)
-    assert includes(_cut(6), _progress(6, {"0": 10, "1": 3}), [(1, 2)], before)
+    assert not _includes(_cut(5), _progress(5, {"0": 10, "1": 2}), [(1, 2)], before)
+    assert _includes(_cut(6), _progress(6, {"0": 10, "1": 3}), [(1, 2)], before)
 
 
 def test_a_write_into_a_log_that_went_back_waits_for_the_reset_to_be_counted():
     before = log_mark(_progress(5, {"0": 41, "1": 2}))
     coords = [(1, 0)]  # the new log's first record: the old log's consumed offset (2) is past it
     # the job still stands at the old log's offset: no answer from it (the bug: this said served)
-    assert not includes(_cut(5), _progress(5, {"0": 41, "1": 2}), coords, before)
+    assert not _includes(_cut(5), _progress(5, {"0": 41, "1": 2}), coords, before)
     # without the mark only offsets are compared, and they cannot tell
-    assert includes(_cut(5), _progress(5, {"0": 41, "1": 2}), coords)
+    assert _includes(_cut(5), _progress(5, {"0": 41, "1": 2}), coords)
     # the job believed the reset and read the new log: served
-    assert includes(_cut(6), _progress(6, {"0": 41, "1": 1}, {"1": 1}), coords, before)
+    assert _includes(_cut(6), _progress(6, {"0": 41, "1": 1}, {"1": 1}), coords, before)
     # read from the new log, but not up to the write yet
-    assert not includes(_cut(6), _progress(6, {"0": 41, "1": 0}, {"1": 1}), coords, before)
+    assert not _includes(_cut(6), _progress(6, {"0": 41, "1": 0}, {"1": 1}), coords, before)
     # the progress is ahead of the served cut: the cut's own row does not say which log it read
-    assert not includes(_cut(5, '{"0": 41, "1": 2}'), _progress(6, {"0": 41, "1": 1}, {"1": 1}), coords, before)
+    assert not _includes(_cut(5, '{"0": 41, "1": 2}'), _progress(6, {"0": 41, "1": 1}, {"1": 1}), coords, before)
 
 
 def test_a_reset_counted_before_the_write_does_not_stand_for_a_later_one():
     before = log_mark(_progress(8, {"1": 3}, {"1": 1}))
     assert before == LogMark({"1": 3}, {"1": 1})
-    assert not includes(_cut(8), _progress(8, {"1": 3}, {"1": 1}), [(1, 0)], before)
-    assert includes(_cut(9), _progress(9, {"1": 1}, {"1": 2}), [(1, 0)], before)
+    assert not _includes(_cut(8), _progress(8, {"1": 3}, {"1": 1}), [(1, 0)], before)
+    assert _includes(_cut(9), _progress(9, {"1": 1}, {"1": 2}), [(1, 0)], before)
 
 
 def test_without_progress_nothing_is_taken_for_gone():
     assert log_mark(None) == LogMark({}, {})
-    assert not includes(_cut(1), None, [(0, 0)], log_mark(None))  # the empty cut's offsets cover nothing
-    assert includes(_cut(1, '{"0": 1}'), None, [(0, 0)], log_mark(None))
+    assert not _includes(_cut(1), None, [(0, 0)], log_mark(None))  # the empty cut's offsets cover nothing
+    assert _includes(_cut(1, '{"0": 1}'), None, [(0, 0)], log_mark(None))

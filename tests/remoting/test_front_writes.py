@@ -42,6 +42,11 @@ class HeldStore:
             self.looks += 1
         return {"0": self.upto}
 
+    def served_mark(self) -> LogMark:
+        with self._lock:
+            self.looks += 1
+        return LogMark({"0": self.upto}, {})
+
     def mark(self) -> LogMark:
         return LogMark({}, {})  # one log, never reset
 
