@@ -60,12 +60,34 @@ class Config:
         "live: empty = NAMESRV_DATA_DIR; `hdfs://namenode:port/path` when the job, its standby and the serving "
         "replicas run on several hosts (docs/deploy.md)", shown="NAMESRV_DATA_DIR")
     kafka_bootstrap: str = setting("NAMESRV_KAFKA_BOOTSTRAP", "",
-                                   "external Kafka bootstrap; empty = start the embedded Tansu broker")
+                                   "external Kafka bootstrap; empty = start the embedded broker (NAMESRV_KAFKA_EMBEDDED)")
+    kafka_embedded: str = setting(
+        "NAMESRV_KAFKA_EMBEDDED", "kafka",
+        "which embedded broker `./run.sh` starts: `kafka` (Apache Kafka, one KRaft node, its log in "
+        "`<data dir>/kafka`; applies the topic's retention) or `tansu` (Tansu on its memory engine: starts at once, "
+        "but keeps every event until it stops, so its memory grows with the fleet's traffic; tests and short demos)",
+        choices=("kafka", "tansu"))
     kafka_embedded_port: int = setting("NAMESRV_KAFKA_EMBEDDED_PORT", 19092,
                                        "port of the embedded broker on 127.0.0.1", maximum=65535)
     kafka_topic: str = setting("NAMESRV_KAFKA_TOPIC", "namesrv-events", "events topic (created if missing)")
     kafka_partitions: int = setting("NAMESRV_KAFKA_PARTITIONS", 2, "partitions when the topic is created",
                                     positive=True)
+    # The log keeps what recovery needs: the events after the job's last committed batch (seconds
+    # behind it while it runs). A day lets the job be down overnight; the bytes bound a large fleet
+    # first (docs/operations.md, "The event log's retention").
+    kafka_retention_ms: int = setting(
+        "NAMESRV_KAFKA_RETENTION_MS", 86400000,
+        "`retention.ms` of the events topic, set when the topic is created: events older than this are removed "
+        "whether the job read them or not (a job down longer loses them, and says which: docs/operations.md)",
+        positive=True)
+    kafka_retention_bytes: int = setting(
+        "NAMESRV_KAFKA_RETENTION_BYTES", 1073741824,
+        "`retention.bytes` of the events topic (per partition), set when the topic is created: the oldest "
+        "segments go once a partition holds more", positive=True)
+    kafka_segment_bytes: int = setting(
+        "NAMESRV_KAFKA_SEGMENT_BYTES", 67108864,
+        "`segment.bytes` of the events topic, set when the topic is created: retention removes whole segments, so "
+        "a partition holds up to NAMESRV_KAFKA_RETENTION_BYTES plus one segment", positive=True)
     max_records_per_batch: int = setting(
         "NAMESRV_MAX_RECORDS_PER_BATCH", 5000,
         "bound on records per micro-batch (a wave of 10,000 registrations of 100 topics in 20,000-record "

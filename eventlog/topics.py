@@ -1,9 +1,28 @@
-"""Topic administration: the events topic is created on first use and waited for."""
+"""Topic administration: the events topic is created on first use, with its retention, and waited for."""
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Mapping
 from typing import Any
+
+from conf import Config
+
+log = logging.getLogger(__name__)
+
+# The longest a segment stays open: time retention removes only closed segments, so an event
+# stays at most this much longer than `retention.ms` (plus the broker's retention check).
+MAX_SEGMENT_MS = 3_600_000
+
+
+def retention_configs(cfg: Config) -> dict[str, str]:
+    """The events topic's configuration (NAMESRV_KAFKA_RETENTION_MS, _RETENTION_BYTES,
+    _SEGMENT_BYTES), as Apache Kafka names it: old events are deleted, never compacted (a
+    compacted log would keep one registration per broker and drop the KV writes between)."""
+    return {"cleanup.policy": "delete", "retention.ms": str(cfg.kafka_retention_ms),
+            "retention.bytes": str(cfg.kafka_retention_bytes), "segment.bytes": str(cfg.kafka_segment_bytes),
+            "segment.ms": str(min(cfg.kafka_retention_ms, MAX_SEGMENT_MS))}
 
 
 def no_topic_creation(metadata: Any) -> None:
@@ -20,8 +39,11 @@ def no_topic_creation(metadata: Any) -> None:
     metadata.config["allow_auto_create_topics"] = False
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int, wait_s: float = 60.0) -> int:
-    """Create `topic` if it does not exist; return its partition count. Waits for the broker."""
+def ensure_topic(bootstrap: str, topic: str, partitions: int, configs: Mapping[str, str] | None = None,
+                 wait_s: float = 60.0) -> int:
+    """Create `topic` if it does not exist, with `configs` (`retention_configs`); return its partition
+    count. Waits for the broker. A topic that exists keeps its configuration: it may be an operator's
+    to set (`kafka-configs.sh --alter`)."""
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import KafkaError, TopicAlreadyExistsError
     deadline = time.monotonic() + wait_s
@@ -35,7 +57,10 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, wait_s: float = 60
                     # min.insync.replicas is the brokers' own setting (docs/deploy.md: 2 of 3)
                     copies = max(1, min(3, len(admin._client.cluster.brokers())))
                     try:
-                        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=copies)])
+                        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=copies,
+                                                      topic_configs=dict(configs or {}))])
+                        log.info("created topic %s: %d partition(s), %d cop%s, %s", topic, partitions, copies,
+                                 "y" if copies == 1 else "ies", dict(configs or {}))
                     except TopicAlreadyExistsError:
                         pass
                 described = admin.describe_topics([topic])

@@ -19,7 +19,7 @@ from typing import Any
 from conf import Config, load_config
 from conf.version import argument_parser
 from eventlog.publisher import EventPublisher
-from eventlog.topics import ensure_topic
+from eventlog.topics import ensure_topic, retention_configs
 from schemas import events as ev
 
 REREGISTER_PERIOD_S = 30.0
@@ -68,7 +68,7 @@ def run(cfg: Config, *, brokers: int, topics: int, slaves: int, period_s: float,
     table = topic_table(topics)
     sent = {"registrations": 0, "heartbeats": 0}
     # publishers create no topic (eventlog.topics.no_topic_creation): a fleet may start before the job
-    ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions)
+    ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions, retention_configs(cfg))
     with EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes) as pub:
         pub.publish(registrations(members, table, 1, timeout_ms))
         sent["registrations"] += len(members)

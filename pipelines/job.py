@@ -6,6 +6,7 @@ passed down. SIGTERM/SIGINT stop the query between batches and exit quietly.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -21,7 +22,7 @@ from conf.logs import setup_logging
 from conf.store import StorePath
 from conf.version import argument_parser
 from eventlog.consumer import FETCH_BYTES
-from eventlog.topics import ensure_topic
+from eventlog.topics import ensure_topic, retention_configs
 from pipelines import class_archive, kafka_source, state_layout, warm_up, writer_lease
 from pipelines.faults import KillAtRandom
 from pipelines.sink import DeltaSink
@@ -228,6 +229,7 @@ def read_events(spark: Any, cfg: Config, state_import: StorePath | None = None,
         return (spark.readStream.format(kafka_source.SOURCE_NAME)
                 .option("bootstrap", cfg.bootstrap).option("topic", cfg.kafka_topic)
                 .option("partitions", str(cfg.kafka_partitions))
+                .option("topicConfigs", json.dumps(retention_configs(cfg)))
                 .option("maxRecordsPerBatch", str(cfg.max_records_per_batch))
                 .option("heartbeatDeferMs", str(cfg.heartbeat_defer_ms))
                 .option("triggerIntervalMs", str(cfg.trigger_interval_ms))
@@ -273,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     phases = {"process": _process_start_ms(), "main": _now_ms()}
     cfg = load_config()
     setup_logging(cfg.log_format)
-    ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions)
+    ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions, retention_configs(cfg))
     archive = class_archive.java_options()
     try:
         spark = build_spark(cfg, driver_java_options=archive)

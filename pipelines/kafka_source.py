@@ -132,7 +132,7 @@ def _drop_reader_consumer(bootstrap: str) -> None:
 
 
 class KafkaEventSource(DataSource):
-    """Options (all required): bootstrap, topic, partitions (when creating the topic),
+    """Options (all required): bootstrap, topic, partitions and topicConfigs (JSON: when creating the topic),
     maxRecordsPerBatch, leaseDir and writerEpoch (the writer's role the job holds: no batch is
     planned once it is taken over; empty: not checked), heartbeatDeferMs, triggerIntervalMs (how long a trigger that runs no batch
     waits for a record that would run one), brokerTimeoutMs (NAMESRV_BROKER_TIMEOUT_MS, for telling
@@ -157,6 +157,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.topic = options["topic"]
         # Every option is required: the job passes its configuration (no second set of defaults).
         self.create_partitions = int(options["partitions"])
+        self.topic_configs: dict[str, str] = json.loads(options["topicconfigs"])
         self.max_records = int(options["maxrecordsperbatch"])
         self._consumer = None
         self._ends: dict[int, tuple[int, int]] = {}  # partition -> (reported end, true end)
@@ -194,7 +195,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         c = self._client()
         parts = c.partitions_for_topic(self.topic)
         if not parts:
-            ensure_topic(self.bootstrap, self.topic, self.create_partitions)
+            ensure_topic(self.bootstrap, self.topic, self.create_partitions, self.topic_configs)
             c.topics(exclude_internal_topics=True)  # refresh metadata
             parts = c.partitions_for_topic(self.topic) or set()
         return [TopicPartition(self.topic, p) for p in sorted(parts)]
@@ -205,7 +206,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         return self._consumer
 
     def initialOffset(self) -> dict:
-        ensure_topic(self.bootstrap, self.topic, self.create_partitions)
+        ensure_topic(self.bootstrap, self.topic, self.create_partitions, self.topic_configs)
         begins = self._client().beginning_offsets(self._tps())
         return {**{str(tp.partition): off for tp, off in begins.items()}, TICK: 0}
 

@@ -35,8 +35,8 @@ class Pipeline:
         self._server = None
         self.url = ""
         from eventlog.publisher import EventPublisher
-        from eventlog.topics import ensure_topic
-        ensure_topic(self.cfg.bootstrap, self.cfg.kafka_topic, self.cfg.kafka_partitions)
+        from eventlog.topics import ensure_topic, retention_configs
+        ensure_topic(self.cfg.bootstrap, self.cfg.kafka_topic, self.cfg.kafka_partitions, retention_configs(self.cfg))
         self.publisher = EventPublisher(self.cfg.bootstrap, self.cfg.kafka_topic, max_message_bytes=self.cfg.max_message_bytes)
 
     # -- lifecycle
