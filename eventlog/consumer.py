@@ -16,12 +16,16 @@ from eventlog.topics import no_topic_creation
 FETCH_BYTES = 64 * 1024 * 1024
 
 
-def consumer(bootstrap: str, *, bootstrap_timeout_ms: int = 30_000, fetch_max_wait_ms: int = 500) -> Any:
+def consumer(bootstrap: str, *, bootstrap_timeout_ms: int = 30_000, fetch_max_wait_ms: int = 500,
+             offset_reset: str = "latest") -> Any:
     """A consumer without a group (offsets are the streaming checkpoint's business);
     `bootstrap_timeout_ms` bounds how long creating it waits for an unreachable broker,
-    `fetch_max_wait_ms` how long a fetch waits at the broker for records."""
+    `fetch_max_wait_ms` how long a fetch waits at the broker for records, `offset_reset` where a
+    read of an offset the log no longer holds goes on: `earliest` for the job's source, which tells
+    what the topic's retention removed (a jump to the end would skip the rest of the log)."""
     from kafka import KafkaConsumer
     c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
+                      auto_offset_reset=offset_reset,
                       max_partition_fetch_bytes=FETCH_BYTES, fetch_max_bytes=FETCH_BYTES,
                       request_timeout_ms=10_000, consumer_timeout_ms=1000, fetch_max_wait_ms=fetch_max_wait_ms,
                       bootstrap_timeout_ms=bootstrap_timeout_ms, allow_auto_create_topics=False)

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from eventlog.journal import AdminJournal
 from eventlog.topics import no_topic_creation
 from schemas.events import REGISTER_BROKER, TYPE_HEADER, chunk_registration, encode
 
@@ -24,11 +25,14 @@ class EventPublisher:
     """
 
     def __init__(self, bootstrap: str, topic: str, *, max_message_bytes: int,
-                 max_request_size: int = _MAX_REQUEST_BYTES, connect_timeout_ms: int = 10_000) -> None:
+                 max_request_size: int = _MAX_REQUEST_BYTES, connect_timeout_ms: int = 10_000,
+                 journal: AdminJournal | None = None) -> None:
         """`connect_timeout_ms` bounds how long a send waits for an unreachable broker (the
-        remoting front uses less than mqadmin's 5 s, so its error arrives in time)."""
+        remoting front uses less than mqadmin's 5 s, so its error arrives in time). `journal`:
+        where the admin writes published are noted (a server's publisher; None: not noted)."""
         from kafka import KafkaProducer
         self.topic = topic
+        self.journal = journal
         self.max_message_bytes = max_message_bytes
         # acks=all: a write is acknowledged once every in-sync replica has it (min.insync.replicas
         # of a cluster, ops/apache_kafka.start_cluster), so a leader's crash loses nothing that was
@@ -58,7 +62,15 @@ class EventPublisher:
         futures = [[self._producer.send(self.topic, key=k, value=v, headers=[(TYPE_HEADER, etype.encode())])
                     for (k, v), etype in group] for group in records]
         self._producer.flush()
-        return [[(m.partition, m.offset) for m in (f.get(timeout=15) for f in group)] for group in futures]
+        coords = [[(m.partition, m.offset) for m in (f.get(timeout=15) for f in group)] for group in futures]
+        if self.journal is not None:
+            for events, (group, at) in zip(groups, zip(records, coords, strict=True), strict=True):
+                if len(group) == len(events):  # no chunked registration among them: one record an event
+                    self.journal.record(events, at)
+                else:
+                    self.journal.record([e for e in events if e["type"] != REGISTER_BROKER],
+                                        [c for (_, t), c in zip(group, at, strict=True) if t != REGISTER_BROKER])
+        return coords
 
     def _records(self, event: Mapping[str, Any]) -> list[tuple[bytes, bytes]]:
         key, value = encode(event)

@@ -29,7 +29,7 @@ from eventlog.topics import ensure_topic
 from pipelines import admission, state_layout
 from pipelines.admission import TICK, Backlog
 from pipelines.buckets import IMPORT_PARTITION
-from pipelines.offset_log import LOG_CLOCK, RESETS, RESUMED, log_resets
+from pipelines.offset_log import LOG_CLOCK, LOST, RESETS, RESUMED, log_resets, lost_ranges
 from pipelines.state_layout import IMPORT_OFFSET
 from pipelines.writer_lease import Lease
 from routeinfo.liveness import LivenessLedger
@@ -72,6 +72,13 @@ def _read_import(partition: StateImport) -> Iterator[tuple[Any, ...]]:
         yield (IMPORT_PARTITION, i, 0, row["key"], json.dumps([row["core"], row["topics"]]).encode())
 
 
+def _gone_by_retention(topic: str, partition: int, first: int, end: int) -> None:
+    """Offsets a batch's read found removed after its plan (the plan names what it found gone
+    before, `LOST`): told here, in the job's log, as the batch goes on."""
+    log.warning("%s[%d]: offsets %d..%d (%d events) were removed by the topic's retention while the batch read "
+                "them; skipped", topic, partition, first, end - 1, end - first)
+
+
 def count_resets(start: dict, end: dict) -> dict[str, int]:
     """The log resets carried in `start` (`offset_log.RESETS`), with one more for each partition
     whose offset goes back in the batch from `start` to `end`: offsets go back only when a log reset
@@ -110,6 +117,9 @@ MAX_WAIT_S = 10.0
 # A look at the log (end offsets, a wait for records) that took this much longer than it should
 # have means the log could not be read meanwhile (`_slow_look`); a healthy one takes milliseconds.
 SLOW_LOOK_S = 5.0
+# How often the planner asks where each partition's log begins (the topic's retention moves it): a
+# batch whose start is below it names what it lost (`LOST`); a read that finds more gone says so.
+LOG_START_TTL_S = 10.0
 # How long a fetch of the trigger's wait for records (`_await_change`) waits at the broker: up to
 # this much is added to a change's latency; a tenth of it measured 2.6 % of a core idle.
 WATCH_FETCH_WAIT_MS = 100
@@ -118,7 +128,7 @@ WATCH_FETCH_WAIT_MS = 100
 def _reader_consumer(bootstrap: str) -> Any:
     c = _READERS.get(bootstrap)
     if c is None:
-        c = _READERS[bootstrap] = consumer(bootstrap)
+        c = _READERS[bootstrap] = consumer(bootstrap, offset_reset="earliest")
     return c
 
 
@@ -188,6 +198,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._ledger = LivenessLedger(default_timeout_ms=int(options["brokertimeoutms"]))
         self._observed: dict[int, int] = {}
         self._marks: dict[int, list[tuple[int, bool, int]]] = {}
+        self._starts: tuple[float, dict[int, int]] | None = None  # (when asked, where each partition's log begins)
 
     # -- driver side
     def _tps(self) -> list[Any]:
@@ -202,7 +213,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def _client(self) -> Any:
         if self._consumer is None:
-            self._consumer = consumer(self.bootstrap, fetch_max_wait_ms=WATCH_FETCH_WAIT_MS)
+            self._consumer = consumer(self.bootstrap, fetch_max_wait_ms=WATCH_FETCH_WAIT_MS, offset_reset="earliest")
         return self._consumer
 
     def initialOffset(self) -> dict:
@@ -366,9 +377,12 @@ class KafkaStreamReader(DataSourceStreamReader):
         (`offset_log.LOG_CLOCK`) and the import file, once there was one (`state_layout`)."""
         now = time.time() * 1000
         pending = admission.pending_ranges(start, out)
+        lost = self._lost(pending)
+        for p, (_, first) in lost.items():  # what is left of the log is what the batch reads and admission weighs
+            pending[p] = (first, pending[p][1])
         importing = self.state_import is not None and start.get(IMPORT_OFFSET) != self.state_import
         waiting = sum(max(0, end - int(start.get(str(p), 0))) for p, end in ends.items())  # all of it, not capped
-        run = importing or admission.decide(
+        run = importing or bool(lost) or admission.decide(
             now, defer_ms=self.defer_ms, last_run_ms=self._last_run, pending=bool(pending),
             backlog=lambda: self._scan_pending(pending), next_deadline=self._next_deadline,
             waiting_records=waiting, full_batch=self.max_records, pace_ms=self.pace_ms)
@@ -383,10 +397,32 @@ class KafkaStreamReader(DataSourceStreamReader):
             resets = count_resets(start, out)
             if resets:
                 out[RESETS] = resets
+            if lost:
+                out[LOST] = {str(p): [s, first] for p, (s, first) in sorted(lost.items())}
+                for p, (s, first) in sorted(lost.items()):
+                    log.warning("%s[%d]: offsets %d..%d (%d events) were removed by the topic's retention before the "
+                                "job read them; the batch reads from %d, and names what was lost in dead_letter",
+                                self.topic, p, s, first - 1, first - s, first)
             carried = self.state_import if importing else start.get(IMPORT_OFFSET)
             if carried is not None:
                 out[IMPORT_OFFSET] = carried
         return admission.offsets_to_run(start, out, run=run)
+
+    def _lost(self, pending: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+        """Partition -> (first, log start) where a pending range begins before the log does now:
+        offsets the retention removed before the job read them. Where the logs begin is asked at
+        most every LOG_START_TTL_S (a read finds what went meanwhile, `read`); not known: none."""
+        if not pending:
+            return {}
+        if self._starts is None or time.monotonic() - self._starts[0] > LOG_START_TTL_S:
+            try:
+                begins = self._client().beginning_offsets(self._tps())
+            except Exception as exc:  # the broker went away: judged at the next look
+                log.debug("where the log begins could not be asked: %s", exc)
+                return {}
+            self._starts = (time.monotonic(), {tp.partition: int(o) for tp, o in begins.items()})
+        starts = self._starts[1]
+        return {p: (s, min(starts[p], e)) for p, (s, e) in pending.items() if p in starts and s < starts[p] and s < e}
 
     def _log_clock(self, start: dict, out: dict, ends: dict[int, int], now_ms: int) -> dict[str, int]:
         """Per partition: `now` when the batch reads it to its end; while it lags, the record time of
@@ -492,6 +528,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         ranges: list[InputPartition] = []
+        lost = lost_ranges(end)
         if end.get(IMPORT_OFFSET) and end[IMPORT_OFFSET] != start.get(IMPORT_OFFSET):
             ranges.append(StateImport(str(end[IMPORT_OFFSET])))
         for p, e in sorted(end.items()):
@@ -500,6 +537,8 @@ class KafkaStreamReader(DataSourceStreamReader):
             s, e = int(start.get(p, 0)), int(e)
             if e < s:  # reset log: everything it holds now is new
                 s = self._beginning(int(p))
+            elif int(p) in lost:  # the retention removed the first offsets: the log begins later
+                s = max(s, lost[int(p)][1])
             if e > s:
                 ranges.append(KafkaRange(int(p), s, e))
         return ranges
@@ -527,6 +566,32 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._marked = True
         except Exception as exc:  # the floor still holds for this process; a restart would not know
             log.warning("could not mark the log's outage in %s: %s", self._outage_file, exc)
+
+    def _after_empty_poll(self, c: Any, tp: Any, partition: KafkaRange, nxt: int, short: ShortLogs) -> int | None:
+        """Nothing where records were planned: where the read goes on (None: the rest of the range
+        is gone). Has the topic's retention removed them meanwhile, or has the broker lost its log
+        (memory storage restarted; believed as `ShortLogs` says)? Asked only here, so a normal read
+        costs no extra requests."""
+        from kafka.errors import KafkaError
+        try:
+            end = true_end(c, tp, c.end_offsets([tp])[tp])
+            begins = int(c.beginning_offsets([tp])[tp])
+        except KafkaError:  # the broker went away mid-read: wait for it (the read's deadline bounds it)
+            time.sleep(0.5)
+            return nxt
+        if begins > nxt:
+            _gone_by_retention(self.topic, partition.partition, nxt, min(begins, partition.end))
+            return None if begins >= partition.end else begins
+        if end < partition.end:
+            if not short.believed(partition.partition):
+                c._client.cluster.request_update()  # ask who leads now
+                time.sleep(1.0)
+                return nxt
+            log.warning("%s[%d]: offsets %d..%d are gone (log end is now %d, for %.0f s); skipped",
+                        self.topic, partition.partition, nxt, partition.end, end, GONE_CONFIRM_S)
+            return None
+        short.clear(partition.partition)
+        return nxt
 
     def stop(self) -> None:
         if self._consumer is not None:
@@ -572,30 +637,22 @@ class KafkaStreamReader(DataSourceStreamReader):
                     continue
                 waiting_since = None if records else (time.monotonic() if waiting_since is None else waiting_since)
                 if not records:
-                    # Nothing where records were planned: has the broker lost its log (memory
-                    # storage restarted; believed as `ShortLogs` says)? Checked only here, so a
-                    # normal read costs no extra requests.
-                    try:
-                        end = true_end(c, tp, c.end_offsets([tp])[tp])
-                    except KafkaError:  # the broker went away mid-read: wait for it (the deadline bounds it)
-                        time.sleep(0.5)
-                        c.seek(tp, nxt)
-                        continue
-                    if end < partition.end:
-                        if not short.believed(partition.partition):
-                            c._client.cluster.request_update()  # ask who leads now
-                            time.sleep(1.0)
-                            c.seek(tp, nxt)
-                            continue
-                        log.warning("%s[%d]: offsets %d..%d are gone (log end is now %d, for %.0f s); skipped",
-                                    self.topic, partition.partition, nxt, partition.end, end, GONE_CONFIRM_S)
+                    after = self._after_empty_poll(c, tp, partition, nxt, short)
+                    if after is None:
                         ok = True
                         return
+                    nxt = after
                     c.seek(tp, nxt)
+                    continue
                 short.clear(partition.partition)
                 for rec in records:
-                    if rec.offset < nxt or rec.offset >= partition.end:
+                    if rec.offset < nxt:
                         continue
+                    if rec.offset > nxt:  # the log begins later than planned: the retention removed them meanwhile
+                        _gone_by_retention(self.topic, partition.partition, nxt, min(rec.offset, partition.end))
+                        nxt = min(rec.offset, partition.end)
+                    if rec.offset >= partition.end:
+                        break
                     key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
                     yield (partition.partition, rec.offset, rec.timestamp, key, rec.value)
                     nxt = rec.offset + 1

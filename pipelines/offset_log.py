@@ -24,6 +24,10 @@ RESUMED = "resumed"
 # published into a log that went back has an offset the job already claims to have read; a reader
 # tells it is served only once the job counted that reset (`snapshots.freshness.LogMark`).
 RESETS = "resets"
+# our source's offset entry, in the batch that found it only: per partition, [first, end) of the
+# offsets the batch was to read that the log no longer holds (its retention removed them before
+# the job read them). The batch reads from `end`; the sink names what was lost (dead_letter).
+LOST = "lost"
 
 
 def read_source_offsets(path: StorePath) -> dict[str, Any]:
@@ -72,11 +76,17 @@ def log_resets(raw: Mapping[str, Any]) -> dict[str, int]:
     return {str(p): int(n) for p, n in resets.items()} if isinstance(resets, dict) else {}
 
 
+def lost_ranges(raw: Mapping[str, Any]) -> dict[int, tuple[int, int]]:
+    """Partition -> (first, end) of the offsets a batch found gone from the log (`LOST`; none: empty)."""
+    lost = raw.get(LOST)
+    return {int(p): (int(r[0]), int(r[1])) for p, r in lost.items()} if isinstance(lost, dict) else {}
+
+
 def partition_offsets(raw: dict[str, Any]) -> dict[str, int]:
     """Kafka partition -> next offset, from either source's offsets."""
     offsets: dict[str, int] = {}
     for key, value in raw.items():
-        if key in (LOG_CLOCK, RESETS):  # our per-partition entries, not the connector's per-topic offsets
+        if key in (LOG_CLOCK, RESETS, LOST):  # our per-partition entries, not the connector's per-topic offsets
             continue
         if isinstance(value, dict):  # the connector's {"<topic>": {"<partition>": offset}}
             offsets.update({str(p): int(o) for p, o in value.items()})

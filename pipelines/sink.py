@@ -25,11 +25,19 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from conf.memory import release_memory
 from conf.store import StorePath, store_path
+from eventlog.journal import AdminJournal
 from pipelines import step_rows
 from pipelines.deadlines import DeadlineBook
 from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
-from pipelines.offset_log import batch_times, log_resets, partition_offsets, read_offset_log, read_source_offsets
+from pipelines.offset_log import (
+    batch_times,
+    log_resets,
+    lost_ranges,
+    partition_offsets,
+    read_offset_log,
+    read_source_offsets,
+)
 from pipelines.state_layout import IMPORT_OFFSET, LAYOUT_FILE, record_layout, recorded_buckets
 from pipelines.writer_lease import EPOCH_PROPERTY, Fenced, Lease, table_epoch
 from routeinfo import housekeeping
@@ -92,6 +100,30 @@ def plan_batch(rows: Iterable[dict[str, Any]], batch_id: int, now_ms: int) -> Ba
     return plan
 
 
+def lost_rows(lost: dict[int, tuple[int, int]], journal: AdminJournal, batch_id: int,
+              now_ms: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """dead_letter rows for the offsets a batch found removed by the topic's retention (`lost`:
+    partition -> [first, end)): one for each range, and one for each admin write noted among them
+    (eventlog/journal.py), the write itself as its value; and a log line for each range."""
+    rows: list[dict[str, Any]] = []
+    lines: list[str] = []
+    for p, (first, end) in sorted(lost.items()):
+        writes = journal.between(p, first, end)
+        reason = (f"lost to the events topic's retention: offsets {first}..{end - 1} of partition {p} ({end - first} "
+                  f"events) were removed before the job read them; brokers' registrations among them are repaired by "
+                  f"their next re-registration, {len(writes)} admin write(s) among them are listed below them")
+        rows.append({"value": None, "key": None, "reason": reason, "partition": p, "offset": first,
+                     "kafkaTimestamp": None, "batchId": batch_id, "time": now_ms})
+        for w in writes:
+            rows.append({"value": w.value, "key": w.key, "partition": p, "offset": w.offset, "kafkaTimestamp": w.time,
+                         "reason": f"lost to the events topic's retention before the job read it: admin write "
+                                   f"{w.describe()}, published at {w.time} ms; it was never applied, publish it again",
+                         "batchId": batch_id, "time": now_ms})
+        lines.append(f"partition {p} offsets {first}..{end - 1} ({end - first} events, admin writes among them: "
+                     f"{'; '.join(w.describe() for w in writes) or 'none noted'})")
+    return rows, lines
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -133,6 +165,8 @@ class DeltaSink:
         self.live_flush_ms = live_flush_ms
         self.deadlines = DeadlineBook(recheck_ms=housekeeping.RECHECK_MS)
         self.state_buckets = state_buckets
+        self.journal = AdminJournal(self.warehouse)
+        self._read_offsets: dict[str, int] = {}  # the newest batch's end offsets (the journal is pruned below them)
         self._layout_recorded = state_buckets is None or recorded_buckets(self.checkpoint_dir) == state_buckets
 
     def path(self, table: t.TableDef) -> str:
@@ -191,7 +225,9 @@ class DeltaSink:
         raw = read_source_offsets(offsets_file)
         offsets, consumed = self._offsets(batch_id, partition_offsets(raw))
         phases = {**batch_times(offsets_file, raw), "sinkCalled": called, "stateDone": state_done}
-        self.commit(batch_id, rows, offsets, consumed, phases=phases, resets=log_resets(raw))
+        lost = lost_ranges(raw)
+        consumed -= sum(end - first for first, end in lost.values())  # planned, never read
+        self.commit(batch_id, rows, offsets, consumed, phases=phases, resets=log_resets(raw), lost=lost)
         if not self._layout_recorded and IMPORT_OFFSET in raw:
             assert self.state_buckets is not None
             record_layout(self.checkpoint_dir, self.state_buckets)
@@ -208,6 +244,11 @@ class DeltaSink:
     def maintain(self) -> None:
         self._check_fence()
         report = maintain(str(self.warehouse), self.retention_ms)
+        try:
+            pruned = self.journal.prune(self._read_offsets)
+        except OSError as exc:  # the notes wait for the next maintenance
+            pruned = 0
+            log.warning("admin write notes in %s not pruned: %s", self.journal.root, exc)
         self.metrics.maintenance.inc()
         self.metrics.maintenance_seconds.observe(report.seconds)
         if self.schedule is not None:
@@ -215,14 +256,18 @@ class DeltaSink:
         for handle in self._handles.values():
             handle.update_incremental()
         self._force_snapshot = True
-        log.info("maintenance in %.1f s: %s", report.seconds, report.per_table)
+        log.info("maintenance in %.1f s: %s; %d admin write note(s) read past removed", report.seconds,
+                 report.per_table, pruned)
 
     def commit(self, batch_id: int, rows: list[dict[str, Any]], offsets: dict[str, int], consumed: int, *,
-               phases: dict[str, int] | None = None, resets: dict[str, int] | None = None) -> None:
+               phases: dict[str, int] | None = None, resets: dict[str, int] | None = None,
+               lost: dict[int, tuple[int, int]] | None = None) -> None:
         """Write one batch's cut; `offsets` are the source offsets it read up to, `consumed` how many,
         `resets` how many times each partition's log went back under the job (`offset_log.RESETS`),
-        `phases` when its earlier phases ended (epoch ms; completed here and kept in the progress
-        record, whose `phases` are one batch's timeline: schemas/progress.py).
+        `lost` the offsets it found removed by the topic's retention (`offset_log.LOST`: named in
+        dead_letter and the log, counted), `phases` when its earlier phases ended (epoch ms;
+        completed here and kept in the progress record, whose `phases` are one batch's timeline:
+        schemas/progress.py).
 
         A `snapshots` row is written only when a cut table changed (or, once after maintenance,
         to point readers at the compacted, checkpointed versions); every batch then records its
@@ -233,6 +278,12 @@ class DeltaSink:
             self.ensure_tables()
         started = time.time()
         plan = plan_batch(rows, batch_id, int(started * 1000))
+        if lost:
+            named, lines = lost_rows(lost, self.journal, batch_id, int(started * 1000))
+            plan.dead_letters[:0] = named
+            for line in lines:
+                log.warning("batch %d: events lost to the topic's retention (the job was down longer than it keeps "
+                            "events): %s", batch_id, line, extra={"batchId": batch_id})
         for reason in plan.rejected:
             log.warning("registration rejected in batch %d: %s", batch_id, reason,
                         extra={"batchId": batch_id, "brokerName": reason.split(":", 1)[0]})
@@ -266,7 +317,8 @@ class DeltaSink:
         self.deadlines.update(plan.deadlines, done_ms)
         self.fault("before:progress")
         self._check_fence()
-        self._count(plan, consumed, done_ms / 1000 - started)
+        self._count(plan, consumed, done_ms / 1000 - started, lost or {})
+        self._read_offsets = dict(offsets)
         write_progress(self.warehouse, {"batchId": batch_id, "snapshotId": self._latest_snapshot,
                                         "sourceOffsets": offsets, "resets": resets or {}, "time": done_ms,
                                         "eventCount": consumed,
@@ -288,9 +340,11 @@ class DeltaSink:
         for future in futures:
             future.result()
 
-    def _count(self, plan: BatchPlan, consumed: int, seconds: float) -> None:
+    def _count(self, plan: BatchPlan, consumed: int, seconds: float, lost: dict[int, tuple[int, int]]) -> None:
         """The batch in the job's metrics, written to its metrics file (schemas.metrics)."""
         m = self.metrics
+        for p, (first, end) in lost.items():
+            m.events_lost.labels(str(p)).inc(end - first)
         m.batches.inc()
         m.records.inc(consumed)
         m.batch_records.observe(consumed)

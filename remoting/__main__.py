@@ -37,6 +37,7 @@ def configuration_problem(cfg: Config) -> str | None:
 
 def build_front(cfg: Config, *, store: SnapshotStore | None = None) -> Front:
     """The front over `store`, or over its own store of `cfg.warehouse` refreshed on a thread."""
+    from eventlog.journal import AdminJournal
     from eventlog.publisher import EventPublisher
     metrics = RemotingMetrics(codes.REQUEST_CODES)
     if store is None:
@@ -46,8 +47,10 @@ def build_front(cfg: Config, *, store: SnapshotStore | None = None) -> Front:
                               metrics=SnapshotMetrics(metrics.registry, prefix="namesrv_remoting_snapshot"))
         store.refresh()
         store.start()
+    journal = AdminJournal(cfg.warehouse)
     return Front(cfg, store, lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes,
-                                                    connect_timeout_ms=PUBLISH_CONNECT_TIMEOUT_MS), metrics=metrics)
+                                                    connect_timeout_ms=PUBLISH_CONNECT_TIMEOUT_MS, journal=journal),
+                 metrics=metrics)
 
 
 async def run(cfg: Config) -> None:

@@ -51,6 +51,9 @@ BROKER_EVENT_TYPES = frozenset({
 KV_EVENT_TYPES = frozenset({PUT_KV_CONFIG, DELETE_KV_CONFIG})
 CONFIG_EVENT_TYPES = frozenset({UPDATE_NAMESRV_CONFIG})
 EVENT_TYPES = BROKER_EVENT_TYPES | KV_EVENT_TYPES | CONFIG_EVENT_TYPES
+# What an operator's hand publishes (HTTP writes, signed remoting writes, the admin CLI): nobody
+# sends these again, unlike a broker's registration, so they are noted (eventlog/journal.py).
+ADMIN_EVENT_TYPES = EVENT_TYPES - {REGISTER_BROKER, BROKER_HEARTBEAT, UNREGISTER_BROKER}
 
 # The fields each event type may carry; anything else is refused (no silent fallbacks).
 _COMMON = {"type", "timestamp"}

@@ -34,11 +34,12 @@ _REASON_CLASSES = (
     ("clock_skew", ("timestamp ",)),
     ("key", ("Kafka key ",)),
     ("type", ("unknown event type", "missing required field 'type'")),
+    ("retention", ("lost to the events topic's retention",)),
 )
 
 
 def reason_class(reason: str) -> str:
-    """The bounded class of a dead-letter reason: encoding, size, clock_skew, key, type or field."""
+    """The bounded class of a dead-letter reason: encoding, size, clock_skew, key, type, retention or field."""
     for name, prefixes in _REASON_CLASSES:
         if reason.startswith(prefixes):
             return name
@@ -64,6 +65,9 @@ class JobMetrics:
                                   ["kind"], registry=r)
         self.dead_letters = Counter("namesrv_job_dead_letters", "Records quarantined in dead_letter, by reason class",
                                     ["reason_class"], registry=r)
+        self.events_lost = Counter("namesrv_job_events_lost",
+                                   "Events the topic's retention removed before the job read them (a job down longer "
+                                   "than the retention), by partition", ["partition"], registry=r)
         self.snapshots = Counter("namesrv_job_snapshots_committed", "Consistent cuts committed", registry=r)
         self.maintenance = Counter("namesrv_job_maintenance_runs", "Table maintenance runs", registry=r)
         self.maintenance_seconds = Histogram("namesrv_job_maintenance_duration_seconds", "Table maintenance time",

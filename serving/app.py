@@ -11,6 +11,7 @@ from werkzeug.routing import PathConverter
 
 from conf import Config
 from conf.tokens import admin_token
+from eventlog.journal import AdminJournal
 from eventlog.lag import LagProbe
 from eventlog.publisher import EventPublisher, ReconnectingPublisher
 from schemas.metrics import ServerMetrics, SnapshotMetrics
@@ -41,7 +42,8 @@ def create_app(cfg: Config) -> Flask:
     lag = LagProbe(cfg.bootstrap, cfg.kafka_topic)  # connects on the first scrape
     m.registry.register(ServedCutCollector(snapshots, lag))
     publisher = ReconnectingPublisher(  # connects on the first write
-        lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes))
+        lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes,
+                               journal=AdminJournal(cfg.warehouse)))
     lifecycle.init_app(app, snapshots, closing=(publisher, lag))
     app.extensions[metrics.EXTENSION] = m
     app.extensions[writes.TOKEN] = admin_token(cfg)
