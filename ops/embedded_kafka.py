@@ -85,16 +85,27 @@ def kafka_properties(port: int, controller_port: int, log_dir: Path, *,
     ])
 
 
-def _java(main: str, *args: str, heap: str) -> list[str]:
+# The broker's own log, on its standard output (the launcher's `kafka.log`): warnings, its start and
+# stop, and what the retention deletes.
+LOG4J = "\n".join([
+    "log4j.rootLogger=WARN, out", "log4j.appender.out=org.apache.log4j.ConsoleAppender",
+    "log4j.appender.out.layout=org.apache.log4j.PatternLayout",
+    "log4j.appender.out.layout.ConversionPattern=%d{ISO8601} %p %c{1}: %m%n",
+    "log4j.logger.kafka.server.KafkaRaftServer=INFO", "log4j.logger.kafka.log.UnifiedLog=INFO", ""])
+
+
+def _java(main: str, *args: str, heap: str, log4j: Path | None = None) -> list[str]:
     classpath = os.pathsep.join(str(p) for p in jvm.jars("kafka"))
-    # Serial GC and a small fixed heap: one topic of a few partitions, an idle cost near nothing.
+    # Serial GC and a small heap: one topic of a few partitions, an idle cost near nothing.
+    logging = [f"-Dlog4j.configuration=file:{log4j}"] if log4j is not None else []
     return ["java", f"-Xmx{heap}", "-Xms32m", "-XX:+UseSerialGC", "-XX:MaxMetaspaceSize=128m",
-            "-Djava.awt.headless=true", "-cp", classpath, main, *args]
+            "-Djava.awt.headless=true", *logging, "-cp", classpath, main, *args]
 
 
 def kafka_command(data_dir: Path) -> list[str]:
     """The embedded Apache Kafka's command line, over the configuration `prepare_kafka` wrote."""
-    return _java("kafka.Kafka", str(data_dir / "server.properties"), heap=KAFKA_HEAP)
+    return _java("kafka.Kafka", str(data_dir / "server.properties"), heap=KAFKA_HEAP,
+                 log4j=data_dir / "log4j.properties")
 
 
 def prepare_kafka(port: int, data_dir: Path, *, retention_check_ms: int = RETENTION_CHECK_MS) -> None:
@@ -110,6 +121,7 @@ def prepare_kafka(port: int, data_dir: Path, *, retention_check_ms: int = RETENT
     if not controller or controller == port or not port_is_free(controller):
         controller = free_port()
         port_file.write_text(str(controller))
+    (data_dir / "log4j.properties").write_text(LOG4J)
     props = data_dir / "server.properties"
     props.write_text(kafka_properties(port, controller, data_dir / "data", retention_check_ms=retention_check_ms))
     if not (data_dir / "data" / "meta.properties").exists():

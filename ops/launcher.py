@@ -231,11 +231,13 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     launched = time.monotonic()
     for kid in kids:
+        # All at once: the embedded broker's JVM starts while Spark's does (the job waits for the
+        # broker and creates the topic itself; the servers publish only once a write arrives).
         kid.start()
-        if kid.name == "kafka":  # the job and the server need the broker and the topic
-            wait_for_port(cfg.kafka_embedded_port, 90)
-            ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions, retention_configs(cfg))
         log.info("%-8s %s (log %s)", kid.name, kid.banner, kid.log_path)
+    if any(kid.name == "kafka" for kid in kids):
+        wait_for_port(cfg.kafka_embedded_port, 90)
+        ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions, retention_configs(cfg))
     if not cfg.uses_embedded_kafka:
         log.info("kafka    external broker %s, topic %s", cfg.bootstrap, cfg.kafka_topic)
 
