@@ -80,6 +80,8 @@ def kafka_properties(port: int, controller_port: int, log_dir: Path, *,
         "offsets.topic.replication.factor=1", "offsets.topic.num.partitions=1",
         "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1",
         "group.initial.rebalance.delay.ms=0", f"log.retention.check.interval.ms={retention_check_ms}",
+        # the first look waits this long after the start (Kafka: 30 s); a test's quick checks start at once
+        f"log.initial.task.delay.ms={min(30_000, retention_check_ms)}",
         f"message.max.bytes={max_bytes}", f"replica.fetch.max.bytes={max_bytes}",
         f"socket.request.max.bytes={2 * max_bytes}", "",
     ])

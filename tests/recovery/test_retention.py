@@ -20,7 +20,7 @@ from tests.helpers import reg, topics
 
 pytestmark = pytest.mark.integration
 
-RETENTION_MS = 5000
+RETENTION_MS = 2000
 LOST_PREFIX = "lost to the events topic's retention"
 
 
