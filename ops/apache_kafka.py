@@ -21,12 +21,9 @@ from pathlib import Path
 
 from conf import jvm
 from conf.version import argument_parser
+from ops.embedded_kafka import MAX_MESSAGE_BYTES, kafka_properties
 from ops.net import free_port, wait_for_port
 from ops.netbed import Host
-
-# Above the largest record the tests send on purpose (oversize records must arrive and be
-# dead-lettered, as with Tansu, which accepts 20 MiB); producers ask for up to 32 MiB.
-MAX_MESSAGE_BYTES = 33_554_432
 
 
 @dataclass
@@ -52,22 +49,6 @@ class ApacheKafka:
         self.stop()
 
 
-def _properties(port: int, controller_port: int, log_dir: Path) -> str:
-    return "\n".join([
-        "process.roles=broker,controller", "node.id=1",
-        f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
-        f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
-        "controller.listener.names=CONTROLLER",
-        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        f"log.dirs={log_dir}", "num.partitions=2", "offsets.topic.replication.factor=1",
-        "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1",
-        "group.initial.rebalance.delay.ms=0",
-        f"message.max.bytes={MAX_MESSAGE_BYTES}", f"replica.fetch.max.bytes={MAX_MESSAGE_BYTES}",
-        f"socket.request.max.bytes={2 * MAX_MESSAGE_BYTES}", "",
-    ])
-
-
 def _java(classpath: str, main: str, *args: str, heap: str = "256m") -> list[str]:
     return ["java", f"-Xmx{heap}", "-Xms64m", "-XX:+UseSerialGC", "-cp", classpath, main, *args]
 
@@ -78,7 +59,7 @@ def start_kafka(port: int | None = None, *, log: Path | None = None, timeout_s: 
     port = port or free_port()
     work = Path(tempfile.mkdtemp(prefix="apache-kafka-"))
     props = work / "server.properties"
-    props.write_text(_properties(port, free_port(), work / "data"))
+    props.write_text(kafka_properties(port, free_port(), work / "data", retention_check_ms=300_000, auto_create=True))
     subprocess.run(_java(classpath, "kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4()), "-c", str(props),
                          "--ignore-formatted", heap="128m"),
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -60,15 +60,18 @@ def start_tansu(port: int, log: IO[bytes] | Path | None = None) -> subprocess.Po
     return proc
 
 
-def kafka_properties(port: int, controller_port: int, log_dir: Path, *,
-                     retention_check_ms: int = RETENTION_CHECK_MS) -> str:
+# Above the largest record a publisher sends (32 MiB requests): an oversize event still arrives
+# and is dead-lettered with its reason (Tansu accepts 20 MiB).
+MAX_MESSAGE_BYTES = 33_554_432
+
+
+def kafka_properties(port: int, controller_port: int, log_dir: Path, *, retention_check_ms: int = RETENTION_CHECK_MS,
+                     auto_create: bool = False) -> str:
     """server.properties of a one-node KRaft broker on 127.0.0.1 that holds the events topic.
 
-    `num.partitions` is 1 and topic creation on a metadata request is off: the topic is created
-    by `eventlog.topics.ensure_topic`, with NAMESRV_KAFKA_PARTITIONS and its retention."""
-    # Above the largest record a publisher sends (32 MiB requests): an oversize event still
-    # arrives and is dead-lettered with its reason.
-    max_bytes = 33_554_432
+    Topic creation on a metadata request is off (`auto_create`; the tests' broker has it on, two
+    partitions): the topic is created by `eventlog.topics.ensure_topic`, with
+    NAMESRV_KAFKA_PARTITIONS and its retention."""
     return "\n".join([
         "process.roles=broker,controller", "node.id=1",
         f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
@@ -76,14 +79,15 @@ def kafka_properties(port: int, controller_port: int, log_dir: Path, *,
         f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
         "controller.listener.names=CONTROLLER",
         "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        f"log.dirs={log_dir}", "num.partitions=1", "auto.create.topics.enable=false",
+        f"log.dirs={log_dir}", f"num.partitions={2 if auto_create else 1}",
+        f"auto.create.topics.enable={str(auto_create).lower()}",
         "offsets.topic.replication.factor=1", "offsets.topic.num.partitions=1",
         "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1",
         "group.initial.rebalance.delay.ms=0", f"log.retention.check.interval.ms={retention_check_ms}",
         # the first look waits this long after the start (Kafka: 30 s); a test's quick checks start at once
         f"log.initial.task.delay.ms={min(30_000, retention_check_ms)}",
-        f"message.max.bytes={max_bytes}", f"replica.fetch.max.bytes={max_bytes}",
-        f"socket.request.max.bytes={2 * max_bytes}", "",
+        f"message.max.bytes={MAX_MESSAGE_BYTES}", f"replica.fetch.max.bytes={MAX_MESSAGE_BYTES}",
+        f"socket.request.max.bytes={2 * MAX_MESSAGE_BYTES}", "",
     ])
 
 
