@@ -1,10 +1,11 @@
 """Apache Kafka itself, one KRaft node on 127.0.0.1, from the jars `./run.sh` resolved (jvm/kafka).
 
-The embedded Tansu broker is what `./run.sh` starts; this one exists for the tests and benchmarks
-that need a broker which reports a partition's true end offset, as every real Kafka cluster does:
-Spark's Kafka connector reads up to the end the broker reports, and Tansu reports the base
-offset of the last record batch + 1 (our own source corrects for that; the connector cannot).
-Small heap, data in a scratch directory, stopped with its process group.
+`./run.sh` embeds the same broker with its log kept in the data directory (ops/embedded_kafka.py);
+this one is for the tests and benchmarks, most of which run on Tansu, that need a broker which
+reports a partition's true end offset, as every real Kafka cluster does: Spark's Kafka connector
+reads up to the end the broker reports, and Tansu reports the base offset of the last record
+batch + 1 (our own source corrects for that; the connector cannot). Small heap, data in a
+scratch directory, stopped with its process group; and a cluster of them on the multi-host bed.
 """
 
 from __future__ import annotations
