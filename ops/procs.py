@@ -13,10 +13,15 @@ class Proc:
     pid: int
     ppid: int
     rss_kib: int
-    role: str  # tansu, job-jvm, job, http, remoting, launcher, py-worker, other
+    role: str  # kafka, tansu, job-jvm, job, http, remoting, launcher, py-worker, other
 
 
 def _role(cmd: str) -> str:
+    """The role of a command line (its arguments joined by spaces). The embedded Apache Kafka is a
+    JVM too: its main class (an argument of its own, `ops.embedded_kafka.kafka_command`) is looked
+    for before `java`, which is otherwise Spark's JVM."""
+    if "kafka.Kafka" in cmd.split():
+        return "kafka"
     for marker, role in (("tansu", "tansu"), ("java", "job-jvm"), ("pipelines.job", "job"), ("-m serving", "http"),
                          ("-m remoting", "remoting"),
                          ("ops.launcher", "launcher"), ("pyspark", "py-worker")):
