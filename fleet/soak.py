@@ -27,6 +27,7 @@ import datetime
 import heapq
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -283,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "docs", metavar="DIR",
                     help="where soak-memory.json (the samples) and soak-memory.png (memory over time) go "
                          "(default docs/)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the scratch data directory (Kafka's log, the tables, the logs) after a run that "
+                         "passed; one that failed keeps it anyway")
     ap.add_argument("--kills", type=int, default=0,
                     help="afterwards, run the crash-safety test with this many SIGKILLs (e.g. 50)")
     ap.add_argument("--differential", type=int, default=0, metavar="SEQUENCES",
@@ -457,6 +461,10 @@ def soak(args: argparse.Namespace) -> bool:
         soak_report.plot(rows, png_path, title=f"soak: {describe(args)}\n{kafka}; PSS of every process of ./run.sh's tree",
                          minutes=args.minutes)
         print(f"\nsamples: {json_path}\nplot:    {png_path}")
+    if ok and not args.keep:
+        shutil.rmtree(data, ignore_errors=True)  # an hour of a large fleet leaves gigabytes
+    else:
+        print(f"data kept: {data} (logs in {data / 'logs'})")
     return ok
 
 
