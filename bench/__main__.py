@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 
 from bench import load, pure, units
+from bench.parts_broker import broker_benchmark
 from bench.parts_engines import sources_benchmark, stateapi_benchmark, writers_benchmark
 from bench.parts_peers import fleet_benchmark, fleet_report, remoting_benchmark, versus_benchmark
 from bench.parts_system import (
@@ -73,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         "sources": sources_benchmark, "writers": writers_benchmark,
         "remoting": remoting_benchmark,
         "versus": partial(versus_benchmark, sizes=tuple(int(x) for x in args.versus_sizes.split(",") if x)),
-        "fleet": partial(fleet_benchmark, sizes=tuple(int(x) for x in args.fleet_sizes.split(",") if x))}
+        "fleet": partial(fleet_benchmark, sizes=tuple(int(x) for x in args.fleet_sizes.split(",") if x)),
+        "broker": broker_benchmark}
     chosen = [name for name in parts if not args.only or name in args.only]
     began = time.monotonic()
     for i, name in enumerate(chosen, 1):

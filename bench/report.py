@@ -14,7 +14,7 @@ from bench.system import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ("system", "ingestion", "serving", "offline", "memory", "scale", "cluster", "stateapi", "sources", "writers", "remoting",
-         "versus", "fleet")
+         "versus", "fleet", "broker")
 LAST_RUN = ROOT / "bench" / "last-run.json"
 SCALING = ROOT / "docs" / "scaling.md"
 TIMELINES = {"registration": "A registration of a new topic, published → served (1,000 brokers heartbeating)",
