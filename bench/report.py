@@ -11,12 +11,14 @@ from typing import Any
 
 from bench import units
 from bench.system import machine
+from fleet import soak_report
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ("system", "ingestion", "serving", "offline", "memory", "scale", "cluster", "stateapi", "sources", "writers", "remoting",
          "versus", "fleet", "broker")
 LAST_RUN = ROOT / "bench" / "last-run.json"
 SCALING = ROOT / "docs" / "scaling.md"
+SOAK_SAMPLES = ROOT / "docs" / "soak-memory.json"  # the newest `./run.sh soak` (its own command: an hour)
 TIMELINES = {"registration": "A registration of a new topic, published → served (1,000 brokers heartbeating)",
              "expiry": "A silent broker (5 s timeout), last heartbeat → its route gone",
              "restart": "The job SIGKILLed → a registration published at once served",
@@ -88,7 +90,7 @@ class Report:
                "## Machine", "",
                f"- {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB memory, {platform.system()} "
                f"{platform.release()}, Python {m['python']}",
-               "- Everything on this one machine: Tansu, the Spark job (local[2]), the HTTP server, the load "
+               "- Everything on this one machine: the embedded Kafka broker, the Spark job (local[2]), the HTTP server, the load "
                "generators (the fleet publisher, wrk) and etcd share the same cores.", "",
                "## Commands", "",
                "```", "./run.sh bench --quick   # under 10 minutes", "./run.sh bench           # the full sizes",
@@ -110,6 +112,9 @@ class Report:
             out.append(f"| {metric} | {target} | {measured} | {({True: 'yes', False: '**no**', None: '-'})[reached]} |")
         for title, lines in self.sections:
             out += ["", f"## {title}", ""] + lines
+        soak = soak_report.benchmark_section(SOAK_SAMPLES, "docs/soak-memory.png")
+        if soak is not None:
+            out += ["", f"## {soak[0]}", ""] + soak[1]
         bounds = units.floors(self.raw)
         if bounds:
             out += ["", "## What bounds the targets not reached", "", *bounds]

@@ -156,3 +156,48 @@ def plot(samples: list[Sample], path: Path, *, title: str, minutes: float) -> No
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
+
+
+def benchmark_section(path: Path, image: str) -> tuple[str, list[str]] | None:
+    """BENCHMARKS.md's section on the newest soak whose samples are at `path` (None: no soak ran):
+    its fleet, the memory verdict per process, the log's size, the checks, and the plot (`image`,
+    as the report links it). The soak is its own command (an hour), so the bench shows its last run."""
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    samples: list[Sample] = record.get("samples") or []
+    if not samples:
+        return None
+    s = record["settings"]
+    fleet = (f"{s['brokers']:,} brokers × {s['topics']} topics re-registering every {s['period_s']:g} s"
+             if s["topics"] else f"{s['brokers']:,} brokers heartbeating every {s['period_s']:g} s, with churn")
+    ran = samples[-1]["min"]
+    command = f"./run.sh soak --minutes {s['minutes']:g} --brokers {s['brokers']} --topics {s['topics']} " \
+              f"--period {s['period_s']:g} --sample {s['sample_s']:g}"
+    lines = [f"`{command}`, started {record['started']}: {fleet} for {ran:.0f} minutes "
+             f"(of {s['minutes']:g} asked), straight into the events topic, against what `./run.sh` starts "
+             f"(embedded broker: {s['kafka']}). Memory is PSS: shared pages divided among the processes that map "
+             "them.", ""]
+    memory = record.get("memory")
+    if memory:
+        lines += [f"Memory flat within 10 % after the first 10 minutes: warm is the {memory['reference']}; end is "
+                  "the last third's median.", "", "| process | warm, MiB | end, MiB | change | flat |",
+                  "|---|---|---|---|---|"]
+        for row in memory["rows"]:
+            role, warm, end = row["role"], row["warm_mib"], row["end_mib"]
+            change = f"{100 * (end - warm) / warm:+.1f} %" if warm > 0 else "new"
+            lines.append(f"| {role} | {warm:,.0f} | {end:,.0f} | {change} | "
+                         f"{'yes' if MemoryVerdict.row_passes(warm, end) else '**no**'} |")
+        lines.append("")
+    disk = [x["log_disk_mib"] for x in samples if x.get("log_disk_mib") is not None]
+    records = [x["log_records"] for x in samples if x.get("log_records") is not None]
+    if records:
+        lines.append(f"The events topic held at most {max(records):,} records"
+                     + (f", {max(disk):,.0f} MiB on disk at most ({disk[-1]:,.0f} MiB at the end)" if disk else "")
+                     + "; the topic's retention bounds it at the default settings to 2.1 GiB on disk "
+                       "(docs/operations.md, The event log's retention).")
+        lines.append("")
+    checks = record.get("checks") or {}
+    lines += [f"- {'ok' if passed else '**failed**'}: {name}" for name, passed in checks.items()]
+    lines += ["", f"![Memory of every process and the log's size during the soak]({image})"]
+    return "Soak: memory over time", lines
