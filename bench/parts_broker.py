@@ -330,7 +330,7 @@ def _report(rep: Report, results: dict[str, dict[str, Any]], idle_s: int, load_s
         "and removes a minute later (`file.delete.delay.ms`), the open segments and the metadata log; all are "
         "bounded. Memory and log size over the load, both brokers (docs/embedded-broker.png):", "",
         f"![The embedded brokers under load: memory, and the log on disk and retained]"
-        f"({PLOT.relative_to(ROOT / 'docs').as_posix()})"])
+        f"({PLOT.relative_to(ROOT).as_posix()})"])
 
 
 def _plot(results: dict[str, dict[str, Any]], path: Path) -> None:
