@@ -100,7 +100,14 @@ class Child:
             self.restarts += 1
             self.next_start = time.monotonic() + delay
         if self.proc is None and time.monotonic() >= self.next_start:
-            self.start()
+            try:
+                self.start()
+            except Exception as exc:  # its preparation failed (the embedded Kafka's disk): try again later
+                self.restarts += 1
+                self.next_start = time.monotonic() + min(30.0, 2.0 ** min(self.restarts - 1, 5))
+                log.error("%s could not be restarted (%s: %s); trying again in %.0f s", self.name,
+                          type(exc).__name__, exc, self.next_start - time.monotonic())
+                return
             log.info("%s restarted (restart #%d)", self.name, self.restarts)
 
     def reap(self) -> None:
@@ -230,14 +237,20 @@ def main(argv: list[str] | None = None) -> int:
             log.error("port %s:%d is taken %s", *kid.port)
             return 1
     launched = time.monotonic()
-    for kid in kids:
-        # All at once: the embedded broker's JVM starts while Spark's does (the job waits for the
-        # broker and creates the topic itself; the servers publish only once a write arrives).
+    # The embedded broker's JVM starts while Spark's does (the job waits for the broker and creates
+    # the topic itself); the servers start once the topic is there: the remoting front connects at
+    # its start, and refuses writes for a while after a failed connect.
+    early = [kid for kid in kids if kid.name in ("kafka", "job", "job-standby")]
+    for kid in early:
         kid.start()
         log.info("%-8s %s (log %s)", kid.name, kid.banner, kid.log_path)
     if any(kid.name == "kafka" for kid in kids):
         wait_for_port(cfg.kafka_embedded_port, 90)
         ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions, retention_configs(cfg))
+    for kid in kids:
+        if kid not in early:
+            kid.start()
+            log.info("%-8s %s (log %s)", kid.name, kid.banner, kid.log_path)
     if not cfg.uses_embedded_kafka:
         log.info("kafka    external broker %s, topic %s", cfg.bootstrap, cfg.kafka_topic)
 

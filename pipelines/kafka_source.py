@@ -29,7 +29,7 @@ from eventlog.topics import ensure_topic
 from pipelines import admission, state_layout
 from pipelines.admission import TICK, Backlog
 from pipelines.buckets import IMPORT_PARTITION
-from pipelines.offset_log import LOG_CLOCK, LOST, RESETS, RESUMED, log_resets, lost_ranges
+from pipelines.offset_log import LOG_CLOCK, LOST, RESETS, RESUMED, log_resets, lost_ranges, note_read_loss, task_batch_id
 from pipelines.state_layout import IMPORT_OFFSET
 from pipelines.writer_lease import Lease
 from routeinfo.liveness import LivenessLedger
@@ -70,13 +70,6 @@ log = logging.getLogger(__name__)
 def _read_import(partition: StateImport) -> Iterator[tuple[Any, ...]]:
     for i, row in enumerate(state_layout.read_import(store_path(partition.path))):
         yield (IMPORT_PARTITION, i, 0, row["key"], json.dumps([row["core"], row["topics"]]).encode())
-
-
-def _gone_by_retention(topic: str, partition: int, first: int, end: int) -> None:
-    """Offsets a batch's read found removed after its plan (the plan names what it found gone
-    before, `LOST`): told here, in the job's log, as the batch goes on."""
-    log.warning("%s[%d]: offsets %d..%d (%d events) were removed by the topic's retention while the batch read "
-                "them; skipped", topic, partition, first, end - 1, end - first)
 
 
 def count_resets(start: dict, end: dict) -> dict[str, int]:
@@ -128,7 +121,7 @@ WATCH_FETCH_WAIT_MS = 100
 def _reader_consumer(bootstrap: str) -> Any:
     c = _READERS.get(bootstrap)
     if c is None:
-        c = _READERS[bootstrap] = consumer(bootstrap, offset_reset="earliest")
+        c = _READERS[bootstrap] = consumer(bootstrap, offset_reset="none")
     return c
 
 
@@ -349,6 +342,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         elif not isinstance(limit, ReadAllAvailable):
             budget = self.max_records
         out = {}
+        starts = self._log_starts()
         for p, end in ends.items():
             s = int(start.get(str(p), 0))
             if end < s:
@@ -364,7 +358,10 @@ class KafkaStreamReader(DataSourceStreamReader):
                 out[str(p)] = end
                 continue
             self._short.clear(p)
-            out[str(p)] = end if budget is None or end <= s else min(end, s + budget)
+            # a batch's budget is spent on what the log still holds: what the retention removed
+            # before the job read it is named in one batch, not stepped over a budget at a time
+            first = max(s, starts.get(p, s))
+            out[str(p)] = end if budget is None or end <= first else min(end, first + budget)
         # A partition that vanished keeps its position; the engine requires monotone offsets.
         for p, off in start.items():
             if admission.is_partition(p):
@@ -398,6 +395,10 @@ class KafkaStreamReader(DataSourceStreamReader):
             if resets:
                 out[RESETS] = resets
             if lost:
+                # What the lost records said of each broker is unknown: like an outage of the log, no
+                # broker is judged silent for it, each gets a full timeout from now (its re-registrations,
+                # which the log still holds, arrive meanwhile), and the floor goes out with this batch.
+                out[RESUMED] = max(int(out.get(RESUMED, 0)), int(now))
                 out[LOST] = {str(p): [s, first] for p, (s, first) in sorted(lost.items())}
                 for p, (s, first) in sorted(lost.items()):
                     log.warning("%s[%d]: offsets %d..%d (%d events) were removed by the topic's retention before the "
@@ -408,12 +409,9 @@ class KafkaStreamReader(DataSourceStreamReader):
                 out[IMPORT_OFFSET] = carried
         return admission.offsets_to_run(start, out, run=run)
 
-    def _lost(self, pending: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
-        """Partition -> (first, log start) where a pending range begins before the log does now:
-        offsets the retention removed before the job read them. Where the logs begin is asked at
-        most every LOG_START_TTL_S (a read finds what went meanwhile, `read`); not known: none."""
-        if not pending:
-            return {}
+    def _log_starts(self) -> dict[int, int]:
+        """Where each partition's log begins (the topic's retention moves it), asked at most every
+        LOG_START_TTL_S (a read finds what went meanwhile, `read`); not known: empty."""
         if self._starts is None or time.monotonic() - self._starts[0] > LOG_START_TTL_S:
             try:
                 begins = self._client().beginning_offsets(self._tps())
@@ -421,7 +419,14 @@ class KafkaStreamReader(DataSourceStreamReader):
                 log.debug("where the log begins could not be asked: %s", exc)
                 return {}
             self._starts = (time.monotonic(), {tp.partition: int(o) for tp, o in begins.items()})
-        starts = self._starts[1]
+        return self._starts[1]
+
+    def _lost(self, pending: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+        """Partition -> (first, log start) where a pending range begins before the log does now:
+        offsets the retention removed before the job read them."""
+        if not pending:
+            return {}
+        starts = self._log_starts()
         return {p: (s, min(starts[p], e)) for p, (s, e) in pending.items() if p in starts and s < starts[p] and s < e}
 
     def _log_clock(self, start: dict, out: dict, ends: dict[int, int], now_ms: int) -> dict[str, int]:
@@ -567,6 +572,17 @@ class KafkaStreamReader(DataSourceStreamReader):
         except Exception as exc:  # the floor still holds for this process; a restart would not know
             log.warning("could not mark the log's outage in %s: %s", self._outage_file, exc)
 
+    def _stalled(self, partition: KafkaRange, waiting_since: float | None) -> bool:
+        """Whether a read's polls have brought none of its records for SLOW_LOOK_S: the log went
+        away under it, and it marks an outage (once), whose floor its planner, which saw nothing of
+        it, grants at its next look (a heartbeat the log could not take is not silence)."""
+        if waiting_since is None or time.monotonic() - waiting_since <= SLOW_LOOK_S:
+            return False
+        log.warning("%s[%d]: Kafka at %s did not answer this read for %.0f s; marking an outage of the log",
+                    self.topic, partition.partition, self.bootstrap, SLOW_LOOK_S)
+        self._mark_outage()
+        return True
+
     def _after_empty_poll(self, c: Any, tp: Any, partition: KafkaRange, nxt: int, short: ShortLogs) -> int | None:
         """Nothing where records were planned: where the read goes on (None: the rest of the range
         is gone). Has the topic's retention removed them meanwhile, or has the broker lost its log
@@ -580,7 +596,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             time.sleep(0.5)
             return nxt
         if begins > nxt:
-            _gone_by_retention(self.topic, partition.partition, nxt, min(begins, partition.end))
+            self._gone_by_retention(partition.partition, nxt, min(begins, partition.end))
             return None if begins >= partition.end else begins
         if end < partition.end:
             if not short.believed(partition.partition):
@@ -592,6 +608,19 @@ class KafkaStreamReader(DataSourceStreamReader):
             return None
         short.clear(partition.partition)
         return nxt
+
+    def _gone_by_retention(self, partition: int, first: int, end: int) -> None:
+        """Offsets a batch's read found removed after its plan named what it found gone (`LOST`):
+        logged here, and noted for the batch's sink, which names them as it names the plan's."""
+        log.warning("%s[%d]: offsets %d..%d (%d events) were removed by the topic's retention while the batch read "
+                    "them; skipped and named in dead_letter", self.topic, partition, first, end - 1, end - first)
+        batch = task_batch_id()
+        if self.progress_dir is None or batch is None:
+            return
+        try:
+            note_read_loss(self.progress_dir, batch, partition, first, end)
+        except Exception as exc:  # the loss is in this log line still
+            log.warning("the loss could not be noted for the sink in %s: %s", self.progress_dir, exc)
 
     def stop(self) -> None:
         if self._consumer is not None:
@@ -605,7 +634,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             return
         assert isinstance(partition, KafkaRange)
         from kafka import TopicPartition
-        from kafka.errors import KafkaError
+        from kafka.errors import KafkaError, OffsetOutOfRangeError
         tp = TopicPartition(self.topic, partition.partition)
         c = _reader_consumer(self.bootstrap)
         ok = False
@@ -622,15 +651,11 @@ class KafkaStreamReader(DataSourceStreamReader):
                     raise RuntimeError(
                         f"{self.topic}[{partition.partition}]: offsets {nxt}..{partition.end} not readable "
                         f"within 120 s (broker gone?)")
-                if not marked and waiting_since is not None and time.monotonic() - waiting_since > SLOW_LOOK_S:
-                    # The log went away under this read: its planner, which saw nothing of it, grants
-                    # the outage floor at its next look (a heartbeat the log could not take is not silence).
-                    log.warning("%s[%d]: Kafka at %s did not answer this read for %.0f s; marking an outage of "
-                                "the log", self.topic, partition.partition, self.bootstrap, SLOW_LOOK_S)
-                    self._mark_outage()
-                    marked = True
+                marked = marked or self._stalled(partition, waiting_since)
                 try:
                     records = c.poll(timeout_ms=500, max_records=5000).get(tp, [])
+                except OffsetOutOfRangeError:  # not in the log: retention removed it, or the log was wiped
+                    records = []
                 except KafkaError:
                     waiting_since = time.monotonic() if waiting_since is None else waiting_since
                     time.sleep(0.5)
@@ -644,12 +669,12 @@ class KafkaStreamReader(DataSourceStreamReader):
                     nxt = after
                     c.seek(tp, nxt)
                     continue
-                short.clear(partition.partition)
                 for rec in records:
-                    if rec.offset < nxt:
+                    if rec.offset < nxt:  # a fetch starts at its batch's base offset
                         continue
+                    short.clear(partition.partition)
                     if rec.offset > nxt:  # the log begins later than planned: the retention removed them meanwhile
-                        _gone_by_retention(self.topic, partition.partition, nxt, min(rec.offset, partition.end))
+                        self._gone_by_retention(partition.partition, nxt, min(rec.offset, partition.end))
                         nxt = min(rec.offset, partition.end)
                     if rec.offset >= partition.end:
                         break

@@ -76,6 +76,52 @@ def log_resets(raw: Mapping[str, Any]) -> dict[str, int]:
     return {str(p): int(n) for p, n in resets.items()} if isinstance(resets, dict) else {}
 
 
+READ_LOSSES = "_read_losses"  # beside the progress record: what batches' reads found removed after their plan
+
+
+def task_batch_id() -> int | None:
+    """The micro-batch the calling Spark task belongs to (Spark sets it as a local property of
+    the batch's tasks); None outside one."""
+    from pyspark import TaskContext
+    ctx = TaskContext.get()
+    raw = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
+    return None if raw is None else int(raw)
+
+
+def note_read_loss(progress_dir: StorePath, batch_id: int, partition: int, first: int, end: int) -> None:
+    """A batch's read found offsets first..end-1 removed by the retention after the batch was
+    planned: noted for the batch's sink (`read_losses`), which names them with the plan's `LOST`.
+    A replay of the batch notes them again, under the same name."""
+    folder = progress_dir / READ_LOSSES
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{batch_id}-{partition}-{first}.json").write_text(
+        json.dumps({"partition": partition, "first": first, "end": end}))
+
+
+def read_losses(progress_dir: StorePath, batch_id: int) -> list[tuple[int, int, int]]:
+    """(partition, first, end) of what batch `batch_id`'s reads noted (`note_read_loss`)."""
+    folder = progress_dir / READ_LOSSES
+    if not folder.exists():
+        return []
+    found = []
+    for path in folder.iterdir():
+        if path.name.startswith(f"{batch_id}-"):
+            note = json.loads(path.read_text())
+            found.append((int(note["partition"]), int(note["first"]), int(note["end"])))
+    return sorted(found)
+
+
+def forget_read_losses(progress_dir: StorePath, upto_batch: int) -> None:
+    """Remove the notes of batches up to `upto_batch` (their sinks have named them)."""
+    folder = progress_dir / READ_LOSSES
+    if not folder.exists():
+        return
+    for path in folder.iterdir():
+        head = path.name.split("-", 1)[0]
+        if head.isdigit() and int(head) <= upto_batch:
+            path.unlink(missing_ok=True)
+
+
 def lost_ranges(raw: Mapping[str, Any]) -> dict[int, tuple[int, int]]:
     """Partition -> (first, end) of the offsets a batch found gone from the log (`LOST`; none: empty)."""
     lost = raw.get(LOST)

@@ -32,9 +32,11 @@ from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
 from pipelines.offset_log import (
     batch_times,
+    forget_read_losses,
     log_resets,
     lost_ranges,
     partition_offsets,
+    read_losses,
     read_offset_log,
     read_source_offsets,
 )
@@ -100,14 +102,36 @@ def plan_batch(rows: Iterable[dict[str, Any]], batch_id: int, now_ms: int) -> Ba
     return plan
 
 
-def lost_rows(lost: dict[int, tuple[int, int]], journal: AdminJournal, batch_id: int,
+Lost = list[tuple[int, int, int]]  # (partition, first, end): offsets first..end-1 the retention removed unread
+
+
+def batch_losses(raw: dict[str, Any], read: Lost) -> Lost:
+    """What a batch found removed by the topic's retention before the job read it: what its plan
+    named (`offset_log.LOST`) and what its reads found gone after the plan (`read`)."""
+    return sorted({(p, first, end) for p, (first, end) in lost_ranges(raw).items()} | set(read))
+
+
+def read_count(start: dict[str, int], end: dict[str, int], lost: Lost) -> int:
+    """How many records a batch read from `start` (the previous batch's end offsets; empty: the
+    first batch) to `end`, less what was lost on the way."""
+    gone: dict[str, int] = {}
+    for partition, first, stop in lost:
+        gone[str(partition)] = gone.get(str(partition), 0) + stop - first
+    total = 0
+    for key, off in end.items():
+        begin = start.get(key, off if start else 0)
+        total += max(0, off - begin - gone.get(key, 0))
+    return total
+
+
+def lost_rows(lost: Lost, journal: AdminJournal, batch_id: int,
               now_ms: int) -> tuple[list[dict[str, Any]], list[str]]:
-    """dead_letter rows for the offsets a batch found removed by the topic's retention (`lost`:
-    partition -> [first, end)): one for each range, and one for each admin write noted among them
-    (eventlog/journal.py), the write itself as its value; and a log line for each range."""
+    """dead_letter rows for the offsets a batch found removed by the topic's retention: one for
+    each range, and one for each admin write noted among them (eventlog/journal.py), the write
+    itself as its value; and a log line for each range."""
     rows: list[dict[str, Any]] = []
     lines: list[str] = []
-    for p, (first, end) in sorted(lost.items()):
+    for p, first, end in lost:
         writes = journal.between(p, first, end)
         reason = (f"lost to the events topic's retention: offsets {first}..{end - 1} of partition {p} ({end - first} "
                   f"events) were removed before the job read them; brokers' registrations among them are repaired by "
@@ -223,11 +247,12 @@ class DeltaSink:
         del arrow
         offsets_file = self.checkpoint_dir / "offsets" / str(batch_id)
         raw = read_source_offsets(offsets_file)
-        offsets, consumed = self._offsets(batch_id, partition_offsets(raw))
+        lost = batch_losses(raw, read_losses(self.warehouse, batch_id))
+        offsets, consumed = self._offsets(batch_id, partition_offsets(raw), lost)
         phases = {**batch_times(offsets_file, raw), "sinkCalled": called, "stateDone": state_done}
-        lost = lost_ranges(raw)
-        consumed -= sum(end - first for first, end in lost.values())  # planned, never read
         self.commit(batch_id, rows, offsets, consumed, phases=phases, resets=log_resets(raw), lost=lost)
+        if lost:
+            forget_read_losses(self.warehouse, batch_id)
         if not self._layout_recorded and IMPORT_OFFSET in raw:
             assert self.state_buckets is not None
             record_layout(self.checkpoint_dir, self.state_buckets)
@@ -246,7 +271,7 @@ class DeltaSink:
         report = maintain(str(self.warehouse), self.retention_ms)
         try:
             pruned = self.journal.prune(self._read_offsets)
-        except OSError as exc:  # the notes wait for the next maintenance
+        except Exception as exc:  # the store refused (HDFS: safe mode, permissions): the notes wait for the next maintenance
             pruned = 0
             log.warning("admin write notes in %s not pruned: %s", self.journal.root, exc)
         self.metrics.maintenance.inc()
@@ -261,10 +286,10 @@ class DeltaSink:
 
     def commit(self, batch_id: int, rows: list[dict[str, Any]], offsets: dict[str, int], consumed: int, *,
                phases: dict[str, int] | None = None, resets: dict[str, int] | None = None,
-               lost: dict[int, tuple[int, int]] | None = None) -> None:
+               lost: Lost | None = None) -> None:
         """Write one batch's cut; `offsets` are the source offsets it read up to, `consumed` how many,
         `resets` how many times each partition's log went back under the job (`offset_log.RESETS`),
-        `lost` the offsets it found removed by the topic's retention (`offset_log.LOST`: named in
+        `lost` the offsets it found removed by the topic's retention (`batch_losses`: named in
         dead_letter and the log, counted), `phases` when its earlier phases ended (epoch ms;
         completed here and kept in the progress record, whose `phases` are one batch's timeline:
         schemas/progress.py).
@@ -317,7 +342,7 @@ class DeltaSink:
         self.deadlines.update(plan.deadlines, done_ms)
         self.fault("before:progress")
         self._check_fence()
-        self._count(plan, consumed, done_ms / 1000 - started, lost or {})
+        self._count(plan, consumed, done_ms / 1000 - started, lost or [])
         self._read_offsets = dict(offsets)
         write_progress(self.warehouse, {"batchId": batch_id, "snapshotId": self._latest_snapshot,
                                         "sourceOffsets": offsets, "resets": resets or {}, "time": done_ms,
@@ -340,10 +365,10 @@ class DeltaSink:
         for future in futures:
             future.result()
 
-    def _count(self, plan: BatchPlan, consumed: int, seconds: float, lost: dict[int, tuple[int, int]]) -> None:
+    def _count(self, plan: BatchPlan, consumed: int, seconds: float, lost: Lost) -> None:
         """The batch in the job's metrics, written to its metrics file (schemas.metrics)."""
         m = self.metrics
-        for p, (first, end) in lost.items():
+        for p, first, end in lost:
             m.events_lost.labels(str(p)).inc(end - first)
         m.batches.inc()
         m.records.inc(consumed)
@@ -392,8 +417,7 @@ class DeltaSink:
         else:
             write_deltalake(dt, data, mode="append", commit_properties=commit)
 
-    def _offsets(self, batch_id: int, end: dict[str, int]) -> tuple[dict[str, int], int]:
+    def _offsets(self, batch_id: int, end: dict[str, int], lost: Lost) -> tuple[dict[str, int], int]:
         """The source offsets this batch read up to (`end`, from the checkpoint's offset log), and how many records."""
         start = read_offset_log(self.checkpoint_dir / "offsets" / str(batch_id - 1)) if batch_id > 0 else {}
-        consumed = sum(max(0, off - start.get(p, off if start else 0)) for p, off in end.items()) if end else 0
-        return end, consumed
+        return end, read_count(start, end, lost)

@@ -21,7 +21,7 @@ from conf.memory import ReleaseAfter
 from conf.store import StorePath
 from pipelines import buckets as bk
 from pipelines import step_rows as out_rows
-from pipelines.offset_log import BatchClocks, LogClock
+from pipelines.offset_log import BatchClocks, LogClock, task_batch_id
 from routeinfo import housekeeping, kv_manager, route_manager
 from routeinfo.route_writes import RoutingConfig
 from routeinfo.state import GroupState, table_rows
@@ -184,7 +184,7 @@ def make_step(cfg: StepConfig) -> Callable[..., Iterator[pd.DataFrame]]:
         records = [_unpack(r) for pdf in pdfs for r in pdf["record"].tolist()]
         now = state.getCurrentProcessingTimeMs()
         previous = tuple(state.get) if state.exists else None
-        clock = clocks.clock(_batch_id()) if clocks is not None else UNBOUNDED
+        clock = clocks.clock(task_batch_id()) if clocks is not None else UNBOUNDED
         new_state: State | None
         if isinstance(slot, str) and slot.startswith(buckets):
             new_state, deadline, rows = bk.run_bucket(
@@ -211,10 +211,3 @@ def make_step(cfg: StepConfig) -> Callable[..., Iterator[pd.DataFrame]]:
 
     return step
 
-
-def _batch_id() -> int | None:
-    """The micro-batch this task belongs to (Spark sets it as a local property of the batch)."""
-    from pyspark import TaskContext
-    ctx = TaskContext.get()
-    raw = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
-    return None if raw is None else int(raw)

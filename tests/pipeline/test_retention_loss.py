@@ -11,8 +11,8 @@ import pytest
 from conf import ConfigError, load_config
 from eventlog.journal import AdminJournal
 from eventlog.topics import MAX_SEGMENT_MS, retention_configs
-from pipelines.offset_log import LOST, lost_ranges, partition_offsets
-from pipelines.sink import lost_rows
+from pipelines.offset_log import LOST, forget_read_losses, lost_ranges, note_read_loss, partition_offsets, read_losses
+from pipelines.sink import batch_losses, lost_rows, read_count
 from schemas import events as ev
 from schemas.metrics import reason_class
 
@@ -71,7 +71,7 @@ def test_the_journal_notes_admin_writes_only_and_forgets_what_the_job_read(tmp_p
 def test_lost_ranges_become_dead_letters_naming_the_admin_writes_among_them(tmp_path):
     journal = AdminJournal(tmp_path)
     journal.record([ev.put_kv_event("ns", "gone", "v1"), ev.put_kv_event("ns", "later", "v2")], [(0, 3), (0, 20)])
-    rows, lines = lost_rows({0: (2, 10), 1: (0, 4)}, journal, batch_id=7, now_ms=1000)
+    rows, lines = lost_rows([(0, 2, 10), (1, 0, 4)], journal, batch_id=7, now_ms=1000)
     ranges = [r for r in rows if r["value"] is None]
     writes = [r for r in rows if r["value"] is not None]
     assert [(r["partition"], r["offset"]) for r in ranges] == [(0, 2), (1, 0)]
@@ -83,3 +83,23 @@ def test_lost_ranges_become_dead_letters_naming_the_admin_writes_among_them(tmp_
     assert lines == ["partition 0 offsets 2..9 (8 events, admin writes among them: PUT_KV_CONFIG namespace=ns "
                      "key=gone (partition 0, offset 3))",
                      "partition 1 offsets 0..3 (4 events, admin writes among them: none noted)"]
+
+
+def test_what_a_read_finds_gone_after_the_plan_is_named_with_the_plans_loss(tmp_path):
+    """The retention may remove more between a batch's plan and its read: the read notes it beside
+    the progress record, and the batch's sink names it with what the plan named (a replay of the
+    batch notes it again under the same name)."""
+    note_read_loss(tmp_path, 5, 1, 40, 46)
+    note_read_loss(tmp_path, 5, 1, 40, 48)  # the replay found more gone: one note still
+    note_read_loss(tmp_path, 6, 0, 3, 4)
+    assert read_losses(tmp_path, 5) == [(1, 40, 48)] and read_losses(tmp_path, 7) == []
+    raw = {"0": 12, "1": 60, LOST: {"0": [2, 9]}}
+    lost = batch_losses(raw, read_losses(tmp_path, 5))
+    assert lost == [(0, 2, 9), (1, 40, 48)]
+    # records read: 0 -> 12 from 1 less 7 lost; 1 -> 60 from 30 less 8 lost
+    assert read_count({"0": 1, "1": 30}, {"0": 12, "1": 60}, lost) == 4 + 22
+    # a partition new since the previous batch counts nothing yet (as before), and never below zero
+    assert read_count({"0": 1}, {"0": 12, "1": 3}, [(1, 0, 9)]) == 11
+    assert read_count({}, {"0": 5}, []) == 5
+    forget_read_losses(tmp_path, 5)
+    assert read_losses(tmp_path, 5) == [] and read_losses(tmp_path, 6) == [(0, 3, 4)]
