@@ -20,9 +20,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from conf import jvm
 from conf.version import argument_parser
-from ops.embedded_kafka import MAX_MESSAGE_BYTES, kafka_properties
+from ops.embedded_kafka import MAX_MESSAGE_BYTES, java_command, kafka_properties
 from ops.net import free_port, wait_for_port
 from ops.netbed import Host
 
@@ -50,23 +49,18 @@ class ApacheKafka:
         self.stop()
 
 
-def _java(classpath: str, main: str, *args: str, heap: str = "256m") -> list[str]:
-    return ["java", f"-Xmx{heap}", "-Xms64m", "-XX:+UseSerialGC", "-cp", classpath, main, *args]
-
-
 def start_kafka(port: int | None = None, *, log: Path | None = None, timeout_s: float = 60.0) -> ApacheKafka:
     """Format a fresh KRaft log directory and start the broker; returns once it accepts connections."""
-    classpath = os.pathsep.join(str(p) for p in jvm.jars("kafka"))
     port = port or free_port()
     work = Path(tempfile.mkdtemp(prefix="apache-kafka-"))
     props = work / "server.properties"
     props.write_text(kafka_properties(port, free_port(), work / "data", retention_check_ms=300_000, auto_create=True))
-    subprocess.run(_java(classpath, "kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4()), "-c", str(props),
+    subprocess.run(java_command("kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4()), "-c", str(props),
                          "--ignore-formatted", heap="128m"),
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     out_path = log or work / "kafka.log"
     with open(out_path, "ab") as out:
-        proc = subprocess.Popen(_java(classpath, "kafka.Kafka", str(props)), stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(java_command("kafka.Kafka", str(props)), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     broker = ApacheKafka(f"127.0.0.1:{port}", work, proc)
     try:
@@ -144,7 +138,6 @@ def _cluster_properties(node_id: int, addr: str, voters: str, log_dir: Path) -> 
 
 def start_cluster(hosts: list[Host], *, timeout_s: float = 90.0) -> KafkaCluster:
     """A broker on each of `hosts` (netbed.Host: name, addr, argv()), formatted with one cluster id."""
-    classpath = os.pathsep.join(str(p) for p in jvm.jars("kafka"))
     work = Path(tempfile.mkdtemp(prefix="kafka-cluster-"))
     voters = ",".join(f"{i + 1}@{h.addr}:{CLUSTER_CONTROLLER_PORT}" for i, h in enumerate(hosts))
     cluster_id = str(uuid.uuid4())
@@ -154,11 +147,11 @@ def start_cluster(hosts: list[Host], *, timeout_s: float = 90.0) -> KafkaCluster
         for i, host in enumerate(hosts):
             props = work / f"{host.name}.properties"
             props.write_text(_cluster_properties(i + 1, host.addr, voters, work / host.name))
-            subprocess.run(_java(classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
+            subprocess.run(java_command("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
                                  "--ignore-formatted", heap="128m"),
                            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             with open(work / f"{host.name}.log", "ab") as out:
-                nodes[host.name] = subprocess.Popen(host.argv(_java(classpath, "kafka.Kafka", str(props))),
+                nodes[host.name] = subprocess.Popen(host.argv(java_command("kafka.Kafka", str(props))),
                                                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                                     start_new_session=True)
         for host in hosts:

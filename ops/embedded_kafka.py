@@ -106,7 +106,8 @@ LOG4J = "\n".join([
     "log4j.logger.kafka.server.KafkaRaftServer=INFO", "log4j.logger.kafka.log.UnifiedLog=INFO", ""])
 
 
-def _java(main: str, *args: str, heap: str, log4j: Path | None = None) -> list[str]:
+def java_command(main: str, *args: str, heap: str = KAFKA_HEAP, log4j: Path | None = None) -> list[str]:
+    """A Kafka program (`kafka.Kafka`, `kafka.tools.StorageTool`) on the jars set-up resolved."""
     classpath = os.pathsep.join(str(p) for p in jvm.jars("kafka"))
     # Serial GC and a small heap: one topic of a few partitions, an idle cost near nothing.
     logging = [f"-Dlog4j.configuration=file:{log4j}"] if log4j is not None else []
@@ -116,7 +117,7 @@ def _java(main: str, *args: str, heap: str, log4j: Path | None = None) -> list[s
 
 def kafka_command(data_dir: Path) -> list[str]:
     """The embedded Apache Kafka's command line, over the configuration `prepare_kafka` wrote."""
-    return _java("kafka.Kafka", str(data_dir / "server.properties"), heap=KAFKA_HEAP,
+    return java_command("kafka.Kafka", str(data_dir / "server.properties"), heap=KAFKA_HEAP,
                  log4j=data_dir / "log4j.properties")
 
 
@@ -137,7 +138,7 @@ def prepare_kafka(port: int, data_dir: Path, *, retention_check_ms: int = RETENT
     props = data_dir / "server.properties"
     props.write_text(kafka_properties(port, controller, data_dir / "data", retention_check_ms=retention_check_ms))
     if not (data_dir / "data" / "meta.properties").exists():
-        done = subprocess.run(_java("kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4()), "-c", str(props),
+        done = subprocess.run(java_command("kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4()), "-c", str(props),
                                     "--ignore-formatted", heap="128m"),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
         if done.returncode != 0:
