@@ -158,6 +158,9 @@ def plot(samples: list[Sample], path: Path, *, title: str, minutes: float) -> No
     plt.close(fig)
 
 
+EMBEDDED = {"kafka": "the embedded Apache Kafka", "tansu": "the embedded Tansu"}
+
+
 def benchmark_section(path: Path, image: str) -> tuple[str, list[str]] | None:
     """BENCHMARKS.md's section on the newest soak whose samples are at `path` (None: no soak ran):
     its fleet, the memory verdict per process, the log's size, the checks, and the plot (`image`,
@@ -176,8 +179,8 @@ def benchmark_section(path: Path, image: str) -> tuple[str, list[str]] | None:
               f"--period {s['period_s']:g} --sample {s['sample_s']:g}"
     lines = [f"`{command}`, started {record['started']}: {fleet} for {ran:.0f} minutes "
              f"(of {s['minutes']:g} asked), straight into the events topic, against what `./run.sh` starts "
-             f"(embedded broker: {s['kafka']}). Memory is PSS: shared pages divided among the processes that map "
-             "them.", ""]
+             f"({EMBEDDED.get(s['kafka'], 'an external Kafka')}). Memory is PSS: shared pages divided among the "
+             "processes that map them.", ""]
     memory = record.get("memory")
     if memory:
         lines += [f"Memory flat within 10 % after the first 10 minutes: warm is the {memory['reference']}; end is "
@@ -194,8 +197,8 @@ def benchmark_section(path: Path, image: str) -> tuple[str, list[str]] | None:
     if records:
         lines.append(f"The events topic held at most {max(records):,} records"
                      + (f", {max(disk):,.0f} MiB on disk at most ({disk[-1]:,.0f} MiB at the end)" if disk else "")
-                     + "; the topic's retention bounds it at the default settings to 2.1 GiB on disk "
-                       "(docs/operations.md, The event log's retention).")
+                     + "; at the default settings the topic's retention bounds it to 2.1 GiB plus two minutes of "
+                       "the fleet's traffic on disk (docs/operations.md, The event log's retention).")
         lines.append("")
     checks = record.get("checks") or {}
     lines += [f"- {'ok' if passed else '**failed**'}: {name}" for name, passed in checks.items()]
