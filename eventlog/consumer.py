@@ -21,8 +21,9 @@ def consumer(bootstrap: str, *, bootstrap_timeout_ms: int = 30_000, fetch_max_wa
     """A consumer without a group (offsets are the streaming checkpoint's business);
     `bootstrap_timeout_ms` bounds how long creating it waits for an unreachable broker,
     `fetch_max_wait_ms` how long a fetch waits at the broker for records, `offset_reset` where a
-    read of an offset the log no longer holds goes on: `earliest` for the job's source, which tells
-    what the topic's retention removed (a jump to the end would skip the rest of the log)."""
+    read of an offset the log no longer holds goes on (kafka-python's `auto_offset_reset`): the
+    job's planner takes `earliest` and its reads `none`, so that what the topic's retention removed
+    is told, never jumped over to the end."""
     from kafka import KafkaConsumer
     c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
                       auto_offset_reset=offset_reset,

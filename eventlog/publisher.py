@@ -63,13 +63,10 @@ class EventPublisher:
                     for (k, v), etype in group] for group in records]
         self._producer.flush()
         coords = [[(m.partition, m.offset) for m in (f.get(timeout=15) for f in group)] for group in futures]
-        if self.journal is not None:
-            for events, (group, at) in zip(groups, zip(records, coords, strict=True), strict=True):
-                if len(group) == len(events):  # no chunked registration among them: one record an event
-                    self.journal.record(events, at)
-                else:
-                    self.journal.record([e for e in events if e["type"] != REGISTER_BROKER],
-                                        [c for (_, t), c in zip(group, at, strict=True) if t != REGISTER_BROKER])
+        if self.journal is not None:  # only a registration may be chunked: every other event is one record
+            for events, group, at in zip(groups, records, coords, strict=True):
+                self.journal.record([e for e in events if e["type"] != REGISTER_BROKER],
+                                    [c for (_, etype), c in zip(group, at, strict=True) if etype != REGISTER_BROKER])
         return coords
 
     def _records(self, event: Mapping[str, Any]) -> list[tuple[bytes, bytes]]:
