@@ -75,6 +75,7 @@ class Connection(asyncio.Protocol):
     registered: dict[tuple[str, str], Registered] = field(default_factory=dict)  # (cluster, addr) -> what
     _buf: bytearray = field(default_factory=bytearray)
     _held: bool = False  # the client is not reading its answers: its next requests wait in _buf
+    closed: bool = False  # connection_lost has run: a registration published after it is undone
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # a stream transport (asyncio's or uvloop's)
@@ -134,6 +135,7 @@ class Connection(asyncio.Protocol):
             self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
         self.front.connections.pop(self.ident, None)
         self.front.channel_closed(self)
 
@@ -259,24 +261,27 @@ class Front:
         expires. A registration the served cut does not show yet is unregistered as registered."""
         if self._closing:
             return
-        snap = self.store.current
-        for (cluster, addr), reg in conn.registered.items():
-            if self._owner.get((cluster, addr)) != (conn.ident, reg.generation):
-                continue
-            del self._owner[(cluster, addr)]
-            self._heartbeats.pop((cluster, addr), None)
-            holder = route_reads.holder_of(snap, cluster, addr) if self.store.serves(reg.coords) \
-                else (reg.broker_name, reg.broker_id)
-            if holder is None:
-                log.info("connection of %s (%s) closed: no group holds the address any more", addr, cluster)
-                continue
-            # undoes this connection's registration only: a newer one (another front) stays
-            event = ev.unregister_broker_event(cluster=cluster, broker_name=holder[0], broker_id=holder[1],
-                                               addr=addr, timestamp=_now_ms(),
-                                               registration_offset=max((o for _, o in reg.coords), default=None))
-            log.info("connection of broker %s (%s, %s) closed: unregistering it", holder[0], cluster, addr,
-                     extra={"brokerName": holder[0], "clusterName": cluster, "brokerAddr": addr})
-            self._spawn(self._publish_logged([event], "unregistering a closed connection's broker"))
+        for key, reg in list(conn.registered.items()):
+            self._unregister_closed(key, conn, reg)
+
+    def _unregister_closed(self, key: tuple[str, str], conn: Connection, reg: Registered) -> None:
+        cluster, addr = key
+        if self._owner.get(key) != (conn.ident, reg.generation):
+            return
+        del self._owner[key]
+        self._heartbeats.pop(key, None)
+        holder = route_reads.holder_of(self.store.current, cluster, addr) if self.store.serves(reg.coords) \
+            else (reg.broker_name, reg.broker_id)
+        if holder is None:
+            log.info("connection of %s (%s) closed: no group holds the address any more", addr, cluster)
+            return
+        # undoes this connection's registration only: a newer one (another front) stays
+        event = ev.unregister_broker_event(cluster=cluster, broker_name=holder[0], broker_id=holder[1],
+                                           addr=addr, timestamp=_now_ms(),
+                                           registration_offset=max((o for _, o in reg.coords), default=None))
+        log.info("connection of broker %s (%s, %s) closed: unregistering it", holder[0], cluster, addr,
+                 extra={"brokerName": holder[0], "clusterName": cluster, "brokerAddr": addr})
+        self._spawn(self._publish_logged([event], "unregistering a closed connection's broker"))
 
     # ------------------------------------------------------------ dispatch
 
@@ -418,6 +423,11 @@ class Front:
         if stale:  # RocketMQ removes the refused address's live entry: its channel no longer unregisters it
             self._owner.pop(key, None)
             conn.registered.pop(key, None)
+        elif conn.closed and not self._closing:
+            # the connection closed while its registration was being published (a one-way one, or a
+            # broker gone at once): RocketMQ, which registers before it sees the close, unregisters it
+            self._unregister_closed(key, conn, conn.registered[key])
+            return Reply(codes.SUCCESS)
         snap = (await self._served(coords, mark)) if changes and not stale else self.store.current
         ext: dict[str, str] = {}
         if event["brokerId"] != MASTER_ID and not stale:  # a refused epoch gets an empty result, as in RocketMQ

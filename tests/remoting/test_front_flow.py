@@ -64,3 +64,45 @@ def test_pipelined_large_answers_are_held_back_until_the_client_reads(tmp_path):
         assert all(a.code == codes.SUCCESS and len(a.body) == body for a in answers)
     finally:
         front.stop()
+
+
+class _SlowLog(InMemoryLog):
+    """Each publish takes `delay_s`: a registration is still being published when its connection closes."""
+
+    def __init__(self, timeout_ms: int, delay_s: float) -> None:
+        super().__init__(timeout_ms)
+        self.delay_s = delay_s
+
+    def publish(self, events):  # type: ignore[no-untyped-def]
+        time.sleep(self.delay_s)
+        return super().publish(events)
+
+
+def test_a_registration_whose_connection_closes_while_it_is_published_is_undone(tmp_path):
+    """A one-way REGISTER_BROKER, then the connection closes before the registration is in the log:
+    RocketMQ, which registers before it handles the close, unregisters the broker; so does the front,
+    once the registration is published, and the broker is gone from the cut."""
+    from remoting.client import registration_request
+    cfg = load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_REMOTING_PORT": "0"})
+    log = _SlowLog(cfg.broker_timeout_ms, 0.3)
+    front = FrontThread(Front(cfg, log, lambda: log))  # type: ignore[arg-type]
+    host, port = front.addr.rsplit(":", 1)
+    ext, body = registration_request(cluster="C", broker_name="b0", broker_id=0, addr="10.0.0.1:10911",
+                                     topics={t: {"topicName": t, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
+                                                 "topicSysFlag": 0, "order": False} for t in ("T", "U")})
+    try:
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(encode_request(codes.REGISTER_BROKER, 1, ext=ext, body=body, oneway=True))
+            time.sleep(0.05)  # read by the front, not yet published
+        deadline = time.monotonic() + 5
+        seen_registered = False
+        while time.monotonic() < deadline:
+            registered = "b0" in log.current.brokers
+            seen_registered |= registered
+            if seen_registered and not registered:
+                break
+            time.sleep(0.02)
+        assert seen_registered, "the one-way registration was never published"
+        assert not registered, "the broker stayed registered after its connection closed"
+    finally:
+        front.stop()
