@@ -1,63 +1,26 @@
 """A default-configured broker fleet, ours and RocketMQ's NameServer side by side (the `fleet` part).
 
-What a RocketMQ broker with default settings sends a NameServer (read from RocketMQ 5.3's
-`BrokerController.start`):
-
-- its whole REGISTER_BROKER every `registerNameServerPeriod` (30 s), data version unchanged
-  (`forceRegister` defaults to true); BROKER_HEARTBEAT (904) only with `enableSlaveActingMaster`;
-- a GET_BROKER_CLUSTER_INFO (106) every 5 s (`refreshMetadata`, 5.x), whose answer lists the
-  whole fleet.
-
-Each side gets the same fleet over kept-open remoting connections (`bench/versus.py`), measured
-in phases after one registration of every broker: the re-registrations alone (the liveness path),
-the same with the 106 traffic (the whole default fleet), and a 904 fleet (the second row).
+The fleet is `bench/broker_fleet.py`'s: each broker on its own connection and its own timer, its
+registration holding a default broker's 13 system topics beside its own, and a client for every
+10 brokers looking up 10 topics every 30 s. Measured in phases after one registration of every
+broker: the re-registrations every 30 s alone (`register`, the liveness path), the same with every
+broker's GET_BROKER_CLUSTER_INFO every 5 s (`register+106`, the whole default 5.x fleet), and
+904s every 30 s instead of the re-registrations (`heartbeat`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import versus
-from remoting import codes
+from bench import broker_fleet, versus
 from remoting.client import RemotingClient
 
 PHASES = (("register", versus.REGISTER, False), ("register+106", versus.REGISTER, True),
           ("heartbeat", versus.HEARTBEAT, False))
-CLUSTER_INFO_PERIOD_S = 5.0  # a 5.x broker's refreshMetadata
 SETTLE_S = 30.0  # one whole period of the fleet before a phase is measured
-
-
-class ClusterInfoLoad:
-    """Every broker's GET_BROKER_CLUSTER_INFO every 5 s, spread over the period, on one connection
-    (pipelined per half-second tick); bounded by `stop`."""
-
-    def __init__(self, addr: str, brokers: int) -> None:
-        self.addr, self.brokers, self.answered = addr, brokers, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> ClusterInfoLoad:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        per_tick = max(1, round(self.brokers * 0.5 / CLUSTER_INFO_PERIOD_S))
-        with RemotingClient(self.addr, timeout_s=60) as c:
-            while not self._stop.wait(0.5):
-                for _ in range(per_tick):
-                    c.send(codes.GET_BROKER_CLUSTER_INFO)
-                for _ in range(per_tick):
-                    if c.receive().code == codes.SUCCESS:
-                        self.answered += 1
 
 
 def served_live(http_url: str) -> dict[str, int]:
@@ -77,7 +40,7 @@ def served_live(http_url: str) -> dict[str, int]:
             return out
 
 
-def live_lag(fleet: versus.RemotingFleet, live: Callable[[], dict[str, int]], seconds: float) -> dict[str, float]:
+def live_lag(fleet: broker_fleet.BrokerFleet, live: Callable[[], dict[str, int]], seconds: float) -> dict[str, float]:
     """How far the served `lastUpdateTimestamp` trails each broker, sampled every second for
     `seconds`: in signals (how many of the broker's signals sent before the look are newer than
     the served time: 1 = the newest is not served yet, the previous one is) and in time (newest
@@ -109,37 +72,41 @@ def measure_side(addr: str, brokers: int, topics: int, seconds: float,
     """Register the fleet (timed until its last route is answered), then each phase of PHASES.
     `live`: the side's served lastUpdateTimestamp per address, sampled during the first phase's
     settling period (so its reads are not in the phase's CPU)."""
-    from bench.system import cpu_seconds
-    fleet = versus.RemotingFleet(addr, brokers, topics, mode=versus.REGISTER)
+    fleet = broker_fleet.BrokerFleet(addr, brokers, topics, mode=versus.REGISTER)
     try:
         with RemotingClient(addr, timeout_s=120) as reader:  # a lookup during a large wave may be slow, not lost
-            versus.wait_route(reader, f"VsTopic-{brokers - 1}-{topics - 1}", present=True, timeout_s=1800)
+            versus.wait_route(reader, broker_fleet.user_topic(brokers - 1, topics - 1), present=True,
+                              timeout_s=1800)
         out: dict[str, Any] = {"registered_s": time.monotonic() - fleet.started, "answered_s": fleet.register_s,
-                               "refused_busy": fleet.refused_busy}
+                               "refused_busy": fleet.refused_busy, "connections": fleet.broker_conns,
+                               "client_connections": fleet.client_conns}
         fleet.start()
         for name, mode, cluster_info in PHASES:
-            fleet.mode = mode
-            load = ClusterInfoLoad(addr, brokers) if cluster_info else None
-            with load if load is not None else contextlib.nullcontext():
-                if live is not None and name == PHASES[0][0]:
-                    out["live_lag"] = live_lag(fleet, live, SETTLE_S)
-                else:
-                    time.sleep(SETTLE_S)
-                before = {pid: cpu_seconds([pid]) for pid in pids()}
-                sent = fleet.sent
-                phase: dict[str, Any] = dict(versus.cost(pids, seconds))
-                phase["signals_per_s"] = (fleet.sent - sent) / seconds
-                if roles is not None:
-                    per: dict[str, float] = {}
-                    for pid, role in roles().items():
-                        if pid in before:
-                            per[role] = per.get(role, 0.0) + 100 * (cpu_seconds([pid]) - before[pid]) / seconds
-                    phase["per_role_pct"] = {k: round(v, 1) for k, v in sorted(per.items())}
-                if load is not None:
-                    phase["cluster_info_per_s"] = load.answered / (seconds + SETTLE_S)
+            fleet.mode, fleet.cluster_info = mode, cluster_info
+            if live is not None and name == PHASES[0][0]:
+                out["live_lag"] = live_lag(fleet, live, SETTLE_S)
+            else:
+                time.sleep(SETTLE_S)
+            sent, skipped, info = fleet.sent, fleet.stats.skipped, fleet.stats.cluster_info_answered
+            lookups = fleet.lookup_mark()
+            meter = versus.CpuMeter(pids)
+            phase: dict[str, Any] = dict(versus.cost(pids, seconds, meter))
+            phase["signals_per_s"] = (fleet.sent - sent) / seconds
+            phase["skipped"] = fleet.stats.skipped - skipped
+            phase["lookups"] = fleet.lookup_summary(lookups)
+            if roles is not None:
+                per: dict[str, float] = {}
+                names = roles()
+                for pid, cpu in meter.by_pid().items():
+                    role = names.get(pid, "ended")
+                    per[role] = per.get(role, 0.0) + 100 * cpu / seconds
+                phase["per_role_pct"] = {k: round(v, 1) for k, v in sorted(per.items())}
+            if cluster_info:
+                phase["cluster_info_per_s"] = (fleet.stats.cluster_info_answered - info) / seconds
             out[name] = phase
             print(f"   {brokers} brokers, {name}: {phase}", flush=True)
         out["refused"] = len(fleet.failures)
+        out["failures"] = fleet.failures[:5]
         return out
     finally:
         fleet.close()

@@ -84,7 +84,7 @@ def remoting_benchmark(rep: Report, quick: bool) -> None:
         return saturated, paced
 
     # peers: (column, saturated, paced); rocketmq-rust's when it builds here, else why not
-    peers = [("RocketMQ NameServer (Java 5.3.3)", *peer(rmq.start_namesrv()))]
+    peers = [("RocketMQ NameServer (Java 5.3.3)", *peer(rmq.start_namesrv_as_shipped()))]
     binary = rust_namesrv.ensure()
     if isinstance(binary, Path):
         peers.append((f"rocketmq-rust {rust_namesrv.VERSION}", *peer(rust_namesrv.start(binary))))
@@ -109,8 +109,9 @@ def remoting_benchmark(rep: Report, quick: bool) -> None:
         f"The same load generator (`jvm/rocketmq/programs/RouteLoad.java`: 64 connections, one request in flight "
         f"each, JSON headers as a 5.3.3 client writes them, {warmup} s warm-up, {seconds} s measured) asks for the "
         f"routes of {len(topics)} topics ({brokers} brokers registered over remoting on each side) from our remoting "
-        "front (part of the running system: Tansu, job, HTTP server beside it), from RocketMQ 5.3.3's NameServer "
-        "(NamesrvStartup from the same jars, 128 MiB heap, 2 worker threads) and from rocketmq-rust's NameServer "
+        "front (part of the running system: the embedded Kafka, job, HTTP server beside it), from RocketMQ 5.3.3's "
+        "NameServer (NamesrvStartup from the same jars, with `bin/runserver.sh`'s JVM options and its default pools) "
+        "and from rocketmq-rust's NameServer "
         f"(crates.io `rocketmq-namesrv` {rust_namesrv.VERSION}, built by `ops/rust_namesrv.py`, default settings), "
         f"one after the other in this run.{rust_note}", "",
         "| | " + " | ".join(name for name, _, _ in cols) + " |", "|---|" + "---|" * len(cols),
@@ -157,19 +158,20 @@ def versus_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> N
             results["ours"][n] = measure(f"127.0.0.1:{s.cfg.remoting_port}", n,
                                          lambda: [p.pid for p in tree(s.launcher.pid)],  # type: ignore[union-attr]
                                          s.served_lag_s)
-        java_ns = rmq.start_namesrv(heap="2g", full_jit=True, direct_memory=None)
+        java_ns = rmq.start_namesrv_as_shipped()
         try:
             results["rocketmq"][n] = measure(java_ns.addr, n, lambda: [java_ns.proc.pid])  # noqa: B023
         finally:
             java_ns.cleanup()
     rep.raw["versus"] = results
     lines = [
-        f"The same driver (`bench/versus.py`) registers N brokers over RocketMQ's protocol (100 topics each, {versus.POOL} "
-        "connections kept open), lets them heartbeat (904, one-way) every 30 s spread over the period, and measures "
-        f"for {seconds} s: CPU and RSS of everything each side runs (ours: Tansu, the job's JVM and Python workers, "
-        "the HTTP server, the remoting front, the launcher; RocketMQ: NamesrvStartup, 2 GiB heap ceiling, "
-        "Netty's direct memory at the JVM's default, serial GC, "
-        "full JIT); then "
+        "The same driver (`bench/broker_fleet.py`) registers N brokers over RocketMQ's protocol (100 topics each and a "
+        "default broker's 13 system topics, each broker on its own connection), lets them heartbeat (904, one-way) "
+        "every 30 s, each on its own timer, with a client for every 10 brokers looking up 10 topics every 30 s, and "
+        "measures "
+        f"for {seconds} s: CPU and RSS of everything each side runs (ours: the embedded Kafka, the job's JVM and Python workers, "
+        "the HTTP server, the remoting front, the launcher; RocketMQ: NamesrvStartup as `bin/runserver.sh` starts it: "
+        "4 GiB heap, G1, full JIT, default pools); then "
         f"{probes} registrations of a new topic until its route is answered, and {probes} brokers with "
         "heartbeatTimeoutMillis 10 s from their last heartbeat until their route is gone. One side after the "
         "other, in this run, on this machine.", "",
@@ -231,7 +233,7 @@ def fleet_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> No
         unpaired = rep.raw.setdefault("fleet_unpaired", {})
         unpaired[str(n)] = {**results["ours"][n], "measured": time.time()}
         rep.save()  # ours is kept (last-run.json) if RocketMQ's side then fails
-        java_ns = rmq.start_namesrv(heap="2g", full_jit=True, direct_memory=None)
+        java_ns = rmq.start_namesrv_as_shipped()
         try:
             results["rocketmq"][n] = fleet.measure_side(java_ns.addr, n, topics, seconds,
                                                         lambda: [java_ns.proc.pid])  # noqa: B023
@@ -255,17 +257,22 @@ def fleet_topics(brokers: int) -> int:
 
 def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], seconds: float) -> None:
     """The fleet part's section, target rows and plot from its figures."""
-    from bench import fleet, versus
+    from bench import broker_fleet, fleet
     sizes = sorted(results["ours"])
     fleet.plot(results, FLEET_PLOT)
     lines = [
-        "A fleet as RocketMQ brokers with default settings behave (`bench/fleet.py`): every broker registered once "
-        f"over kept-open connections ({versus.POOL} connections), then a full REGISTER_BROKER with an unchanged data version "
-        "every 30 s spread over the period (`register`: the liveness path alone); the same plus every broker's "
+        "A fleet as RocketMQ brokers with default settings behave (`bench/fleet.py`, `bench/broker_fleet.py`): each "
+        "broker on its own connection and its own timer, its registration holding a default 5.3.3 broker's 13 system "
+        "topics beside its own, and a client for every 10 brokers looking up 10 topics every 30 s on its own "
+        f"connection (connections capped at {broker_fleet.MAX_CONNECTIONS:,}: every process here may open 20,000 "
+        "files, so past that brokers share connections, each still on its own timer). Every broker registered once, "
+        "then a full REGISTER_BROKER with an unchanged data version "
+        "every 30 s (`register`: the liveness path alone); the same plus every broker's "
         "GET_BROKER_CLUSTER_INFO every 5 s (`register+106`: the whole default fleet); then BROKER_HEARTBEAT (904) "
         f"instead of the re-registrations (`heartbeat`). Each phase settles for {fleet.SETTLE_S:.0f} s and is measured "
-        f"for {seconds} s over every process of the side (ours: the launcher's tree, Tansu included; RocketMQ: "
-        "NamesrvStartup, 2 GiB heap ceiling, Netty's direct memory at the JVM's default, full JIT). "
+        f"for {seconds} s over every process of the side, those started within the window included (ours: the "
+        "launcher's tree, the embedded Kafka included; RocketMQ: NamesrvStartup with `bin/runserver.sh`'s JVM options "
+        "(4 GiB heap, G1, full JIT) and its default thread pools). "
         "One side after the other, in this run, on this machine.", "",
         f"![CPU per liveness signal against fleet size]({FLEET_PLOT.relative_to(ROOT / 'docs').as_posix()})", "",
         "A side that cannot answer as fast as the fleet sends slows the fleet down (a broker waits for its "

@@ -1,8 +1,9 @@
 """Ours and RocketMQ's NameServer under the same broker fleet, driven over RocketMQ's protocol.
 
-The driver is the same for both sides: brokers register over remoting (100 topics each, on a
-pool of connections kept open, since closing a broker's connection unregisters it), then
-heartbeat (904, one-way) every 30 s spread evenly over the period, as a real fleet does.
+The driver is the same for both sides (`bench/broker_fleet.py`): brokers register over remoting
+(100 topics each and a default broker's system topics, each broker on its own connection, kept
+open since closing it unregisters the broker), then heartbeat (904, one-way) every 30 s, each on
+its own timer, while clients look their topics up every 30 s.
 Measured per side: CPU and RSS of its processes while the fleet heartbeats, the time from a
 registration to its route being answered, and the time from a broker's last heartbeat to its
 route disappearing (heartbeatTimeoutMillis 10 s). Every loop is bounded.
@@ -10,148 +11,27 @@ route disappearing (heartbeatTimeoutMillis 10 s). Every loop is bounded.
 
 from __future__ import annotations
 
+import os
 import statistics
-import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from bench.system import cpu_seconds
+from bench import broker_fleet
 from ops.procs import processes, pss_kib
 from remoting import codes
 from remoting.client import RemotingClient, registration_request
 
-CLUSTER = "VsCluster"
-POOL = 32  # connections carrying the fleet's registrations and heartbeats
+CLUSTER = broker_fleet.CLUSTER
 FRESH_LIMIT_S = 60.0
+REGISTER, HEARTBEAT = broker_fleet.REGISTER, broker_fleet.HEARTBEAT
 
 
-def _addr(g: int) -> str:
-    return f"10.{20 + g // 62500}.{g // 250 % 250}.{g % 250}:10911"
-
-
-def _table(prefix: str, g: int, topics: int) -> dict[str, dict[str, Any]]:
-    return {f"{prefix}-{g}-{i}": {"readQueueNums": 4, "writeQueueNums": 4} for i in range(topics)}
-
-
-# How the fleet keeps itself alive after registering. A RocketMQ broker with default settings
-# re-sends its whole REGISTER_BROKER every registerNameServerPeriod (30 s), data version unchanged
-# (`BrokerController.start`: registerBrokerAll(true, false, forceRegister=true)); BROKER_HEARTBEAT
-# (904) is sent only with enableSlaveActingMaster.
-REGISTER, HEARTBEAT = "register", "heartbeat"
-
-
-class RemotingFleet:
-    """`brokers` registered over `POOL` connections, then alive every `period_s` from a thread:
-    a full re-registration (`REGISTER`, the default broker's way) or a one-way 904 (`HEARTBEAT`)."""
-
-    def __init__(self, addr: str, brokers: int, topics: int, *, period_s: float = 30.0, mode: str = HEARTBEAT,
-                 access_key: str | None = None, secret_key: str | None = None) -> None:
-        if mode not in (REGISTER, HEARTBEAT):
-            raise ValueError(f"fleet mode {mode!r}: expected {REGISTER!r} or {HEARTBEAT!r}")
-        self.addr, self.brokers, self.period, self.mode, self.topics = addr, brokers, period_s, mode, topics
-        self.conns = [RemotingClient(addr, timeout_s=120, access_key=access_key, secret_key=secret_key)
-                      for _ in range(POOL)]
-        # Each broker builds its own request on its own host: built before the clock starts, so
-        # that the driver's encoding is not counted as the side's time.
-        built = [self._registration(g, topics) for g in range(brokers)]
-        failures: list[str] = []
-        self.refused_busy = 0  # first registrations refused by flow control, each sent again a period later
-        workers = [threading.Thread(target=self._register, args=(i, built, failures), daemon=True)
-                   for i in range(POOL)]
-        self.started = started = time.monotonic()
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join(timeout=3600)
-        if failures:
-            raise RuntimeError(f"{len(failures)} registrations refused by {addr}, e.g. {failures[0]}")
-        self.register_s = time.monotonic() - started
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, daemon=True)
-        self.sent = 0
-        self.failures: list[str] = []  # refused re-registrations
-        # broker address -> epoch ms of its newest liveness signals sent (the last three)
-        self.last_sent: dict[str, list[int]] = {}
-
-    def _register(self, i: int, built: list[tuple[dict[str, str], bytes]], failures: list[str]) -> None:
-        """Connection i's brokers, all sent before any answer is awaited: a fleet starting up is
-        as many independent brokers, each with its own registration in flight (RocketMQ's
-        `registerBrokerAll` waits up to 24 s for its answer), not a queue of them."""
-        c, mine = self.conns[i], list(range(i, self.brokers, POOL))
-        period_ends = self.started + self.period
-        try:
-            while mine:
-                opaques = {c.send(codes.REGISTER_BROKER, *built[g]): g for g in mine}
-                busy = []
-                for _ in opaques:
-                    answer = c.receive()
-                    if answer.code == codes.SYSTEM_BUSY:
-                        busy.append(opaques[answer.opaque])
-                    elif answer.code != codes.SUCCESS:
-                        failures.append(f"{answer.code} {answer.remark}")
-                # SYSTEM_BUSY is the side's flow control (RocketMQ's "[OVERLOAD] system busy"): a
-                # broker registers again at its next period, as `registerBrokerAll` runs every 30 s
-                mine = sorted(busy)
-                if mine:
-                    self.refused_busy += len(mine)
-                    time.sleep(max(0.0, period_ends - time.monotonic()))
-                    period_ends += self.period
-        except OSError as exc:  # the side closed the connection: a failure of the run, said at once
-            failures.append(f"connection {i}: {type(exc).__name__}: {exc}")
-
-    @staticmethod
-    def _registration(g: int, topics: int) -> tuple[dict[str, str], bytes]:
-        return registration_request(cluster=CLUSTER, broker_name=f"vs-{g}", broker_id=0, addr=_addr(g),
-                                    topics=_table("VsTopic", g, topics))
-
-    @staticmethod
-    def _answer(c: RemotingClient, failures: list[str]) -> int:
-        answer = c.receive()
-        if answer.code != codes.SUCCESS:
-            failures.append(f"{answer.code} {answer.remark}")
-        return 1
-
-    def start(self) -> RemotingFleet:
-        self._thread.start()
-        return self
-
-    def _beat(self) -> None:
-        """Ticks on the clock: a broker's timer fires every period whatever the other brokers'
-        answers, so the next tick does not wait for this one's answers to add its own pause (a
-        side answering a tick in 0.24 s was sent a third less than the fleet offers). A side that
-        cannot answer a tick within the tick falls behind, and the ticks it missed are not sent
-        in a burst later."""
-        tick, g = 0.5, 0
-        per_tick = max(1, round(self.brokers * tick / self.period))
-        bodies = {}  # a broker re-sends the same registration: encoded once, as its bytes do not change
-        due = time.monotonic() + tick
-        while not self._stop.wait(max(0.0, due - time.monotonic())):
-            due = max(due + tick, time.monotonic())
-            waiting: dict[int, int] = {}
-            for _ in range(per_tick):
-                conn = g % POOL
-                if self.mode == HEARTBEAT:
-                    self.conns[conn].send(codes.BROKER_HEARTBEAT, {
-                        "clusterName": CLUSTER, "brokerAddr": _addr(g), "brokerName": f"vs-{g}"}, oneway=True)
-                else:
-                    if g not in bodies:
-                        bodies[g] = self._registration(g, self.topics)
-                    self.conns[conn].send(codes.REGISTER_BROKER, *bodies[g])
-                    waiting[conn] = waiting.get(conn, 0) + 1
-                self.last_sent[_addr(g)] = [*self.last_sent.get(_addr(g), [])[-2:], int(time.time() * 1000)]
-                g = (g + 1) % self.brokers
-                self.sent += 1
-            for conn, n in waiting.items():  # a broker waits for its registration's answer
-                for _ in range(n):
-                    self._answer(self.conns[conn], self.failures)
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread.ident is not None:  # started (a failed wave closes a fleet that never beat)
-            self._thread.join(timeout=10)
-        for c in self.conns:
-            c.close()
+def RemotingFleet(addr: str, brokers: int, topics: int, *, mode: str = HEARTBEAT) -> broker_fleet.BrokerFleet:
+    """The versus part's fleet: `broker_fleet.BrokerFleet` (each broker on its own connection and
+    timer), heartbeating (904) unless `mode` says otherwise."""
+    return broker_fleet.BrokerFleet(addr, brokers, topics, mode=mode)
 
 
 def wait_route(c: RemotingClient, topic: str, *, present: bool, timeout_s: float) -> float:
@@ -164,16 +44,58 @@ def wait_route(c: RemotingClient, topic: str, *, present: bool, timeout_s: float
     return time.monotonic() - started
 
 
-def cost(pids: Callable[[], list[int]], seconds: float) -> dict[str, float]:
+def cost(pids: Callable[[], list[int]], seconds: float, meter: CpuMeter | None = None) -> dict[str, float]:
     """CPU (% of one core), RSS summed and PSS summed (MiB; shared pages counted once) of the
-    side's processes over `seconds`."""
-    ids = pids()
-    c0, t0 = cpu_seconds(ids), time.monotonic()
-    time.sleep(seconds)
-    c1, t1 = cpu_seconds(ids), time.monotonic()
+    side's processes over `seconds` (`CpuMeter`: those that start or end within it included)."""
+    meter = meter or CpuMeter(pids)
+    t0 = time.monotonic()
+    meter.run_for(seconds)
+    cpu_s, t1 = meter.total(), time.monotonic()
     now = set(pids())
     rss = sum(p.rss_kib for p in processes() if p.pid in now) / 1024
-    return {"cpu_pct": 100 * (c1 - c0) / (t1 - t0), "rss_mib": rss, "pss_mib": sum(pss_kib(pid) for pid in now) / 1024}
+    return {"cpu_pct": 100 * cpu_s / (t1 - t0), "rss_mib": rss, "pss_mib": sum(pss_kib(pid) for pid in now) / 1024}
+
+
+class CpuMeter:
+    """CPU seconds of a side's processes over a window, looked at every second: a process there at
+    the start counts from its time then; one that starts within the window (a Python worker Spark
+    forks for a batch) counts whole; one that ends within it counts up to its last look (at most a
+    second of it is missed). Each process counts its own time only (utime + stime): its ended
+    children's, which the kernel adds to it, are counted as those children."""
+
+    def __init__(self, pids: Callable[[], list[int]]) -> None:
+        self.pids = pids
+        self.first = {pid: own_cpu_seconds(pid) for pid in pids()}
+        self.last = dict(self.first)
+
+    def look(self) -> None:
+        for pid in self.pids():
+            self.first.setdefault(pid, 0.0)
+            self.last[pid] = max(self.last.get(pid, 0.0), own_cpu_seconds(pid))
+
+    def run_for(self, seconds: float) -> None:
+        stop = time.monotonic() + seconds
+        while (left := stop - time.monotonic()) > 0:
+            time.sleep(min(1.0, left))
+            self.look()
+
+    def total(self) -> float:
+        return sum(self.last[pid] - self.first[pid] for pid in self.last)
+
+    def by_pid(self) -> dict[int, float]:
+        return {pid: self.last[pid] - self.first[pid] for pid in self.last}
+
+
+def own_cpu_seconds(pid: int) -> float:
+    """A process's own CPU (utime + stime), 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def freshness(addr: str, probes: int, keys: dict[str, str]) -> dict[str, Any]:

@@ -181,6 +181,34 @@ def start_namesrv(port: int | None = None, *, timeout_s: float = 60.0, heap: str
     return _await(p, port, "The Name Server boot success", timeout_s)
 
 
+# `bin/runserver.sh`'s JVM options on Java 9 and later (5.3.3's `choose_gc_options`, then the lines
+# after it), the GC log under the process's home instead of /dev/shm
+RUNSERVER_OPTS = ["-server", "-Xms4g", "-Xmx4g", "-XX:MetaspaceSize=128m", "-XX:MaxMetaspaceSize=320m",
+                  "-XX:+UseG1GC", "-XX:G1HeapRegionSize=16m", "-XX:G1ReservePercent=25",
+                  "-XX:InitiatingHeapOccupancyPercent=30", "-XX:SoftRefLRUPolicyMSPerMB=0",
+                  "-XX:-OmitStackTraceInFastThrow", "-XX:-UseLargePages"]
+
+
+def start_namesrv_as_shipped(port: int | None = None, *, timeout_s: float = 60.0,
+                             line: str = DEFAULT_LINE) -> JavaProcess:
+    """RocketMQ's NameServer as its own start script starts it, for the benchmarks: runserver.sh's
+    JVM options (4 GiB heap, G1, full JIT) and NamesrvConfig's and NettyServerConfig's default
+    pools (16 default and 8 client-request threads, 8 Netty workers, 3 selectors); only the port,
+    the loopback address and the KV file's path are set."""
+    port = port or free_port()
+    home = _home("rmq-namesrv-")
+    conf = home / "namesrv.properties"
+    conf.write_text(f"listenPort={port}\nbindAddress=127.0.0.1\nkvConfigPath={home}/kvConfig.json\n")
+    gc_log = f"-Xlog:gc*:file={home}/rmq_srv_gc_%p_%t.log:time,tags:filecount=5,filesize=30M"
+    argv = ["java", *RUNSERVER_OPTS, gc_log, *_OPENS, f"-Duser.home={home}", f"-Drocketmq.home.dir={home}",
+            "-Drmq.logback.configurationFile=rmq.namesrv.logback.xml", "-cp", classpath(None, line),
+            "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf)]
+    p = spawn("namesrv", argv, home)
+    p.addr = f"127.0.0.1:{port}"
+    p.extra = {"line": line}
+    return _await(p, port, "The Name Server boot success", timeout_s)
+
+
 def broker_port() -> int:
     """A listen port p with p-2 (the broker's fast port) and p+1 (its HA port) free as well."""
     for _ in range(200):

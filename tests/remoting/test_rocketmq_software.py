@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from bench.broker_fleet import system_topics
 from ops import rocketmq_software as rmq
 from remoting import codes
 from remoting.bodies import loads_lenient
@@ -65,8 +66,14 @@ def test_a_real_master_and_slave_register_and_the_slave_learns_its_master(system
                               and "DefaultCluster" in r[1]["clusterAddrTable"] and r[1], 10, "cluster info")
     assert cluster["clusterAddrTable"]["DefaultCluster"] == ["broker-a"]
     assert cluster["brokerAddrTable"]["broker-a"]["brokerAddrs"] == {"0": master.addr}
-    for topic in ("TBW102", "SCHEDULE_TOPIC_XXXX", "DefaultCluster", "rmq_sys_SYNC_BROKER_MEMBER_broker-a"):
-        assert route(system, topic) is not None, topic  # the broker's own system topics, over remoting
+    # the broker's own system topics, over remoting: what the benchmark's fleet registers as a default broker
+    registered = _topics_of_cluster(system, "DefaultCluster")
+    expected = system_topics("DefaultCluster", "broker-a")
+    assert registered == set(expected), registered ^ set(expected)
+    for topic, cfg in expected.items():
+        (queues,) = [q for q in route(system, topic)["queueDatas"] if q["brokerName"] == "broker-a"]
+        assert (queues["readQueueNums"], queues["writeQueueNums"], queues["perm"]) == \
+            (cfg["readQueueNums"], cfg["writeQueueNums"], cfg["perm"]), topic
     slave = rmq.start_broker(system.remoting_addr, broker_name="broker-a", broker_id=1, access_key=AK, secret_key=SK)
     try:
         system.wait_for(lambda: (route(system, "broker-a") or {}).get("brokerDatas", [{}])[0].get("brokerAddrs") ==
@@ -77,6 +84,13 @@ def test_a_real_master_and_slave_register_and_the_slave_learns_its_master(system
         slave.cleanup()
     system.wait_for(lambda: (route(system, "broker-a") or {}).get("brokerDatas", [{}])[0].get("brokerAddrs") ==
                     {"0": master.addr}, 30, "the killed slave to leave")
+
+
+def _topics_of_cluster(system: Pipeline, cluster: str) -> set[str]:
+    with RemotingClient(system.remoting_addr) as c:
+        answer = c.call(codes.GET_TOPICS_BY_CLUSTER, {"cluster": cluster})
+    assert answer.code == codes.SUCCESS, answer.remark
+    return set(json.loads(answer.body)["topicList"])
 
 
 def _ha_peer(slave: rmq.JavaProcess) -> str:

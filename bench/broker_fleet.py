@@ -1,0 +1,402 @@
+"""A broker fleet as RocketMQ brokers with default settings are, for the benchmarks: every broker
+on its own TCP connection and its own timer, registering what a default 5.3.3 broker registers,
+and clients looking their topics up beside it.
+
+What a default broker sends a NameServer (`BrokerController.start`, 5.3.3):
+- its whole REGISTER_BROKER every `registerNameServerPeriod` (30 s), data version unchanged
+  (`forceRegister` true), the next run only once the last is answered (`scheduleAtFixedRate`);
+  BROKER_HEARTBEAT (904, one-way) instead only with `enableSlaveActingMaster`;
+- with `refreshMetadata`, GET_BROKER_CLUSTER_INFO (106) every 5 s.
+Its topic table holds the 13 system topics of `TopicConfigManager.init` (`system_topics`; the
+test of a real broker checks the list) beside its own. A default client (`MQClientInstance`)
+looks up the route of each topic it uses every `pollNameServerInterval` (30 s) on its own
+connection: here one client for every 10 brokers, each using 10 topics of one broker.
+
+Every broker and client fires at its own phase of its period (drawn once, uniform), so the
+signals arrive spread evenly, not in ticks. Connections: one per broker and one per client, up to
+`MAX_CONNECTIONS`: every process on this machine has a hard limit of 20,000 open files
+(RLIMIT_NOFILE, not raisable without CAP_SYS_RESOURCE, which the container lacks), and the
+NameServer under test holds all of them in one process; past that, brokers (and clients) share
+connections evenly, each still on its own timer. The loop runs on uvloop in a thread of the
+bench's process, so its CPU is never counted as a side's. Every loop is bounded by `close`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import resource
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from remoting import codes
+from remoting.client import registration_request
+from remoting.protocol import encode_request
+
+REGISTER, HEARTBEAT = "register", "heartbeat"
+PERIOD_S = 30.0  # registerNameServerPeriod
+CLUSTER_INFO_PERIOD_S = 5.0  # a 5.x broker's refreshMetadata
+CLIENT_POLL_S = 30.0  # pollNameServerInterval
+BROKERS_PER_CLIENT = 10
+TOPICS_PER_CLIENT = 10
+LOOKUP_TIMEOUT_S = 3.0  # MQClientAPIImpl.getTopicRouteInfoFromNameServer's timeout
+MAX_CONNECTIONS = 15_000  # of 20,000 files a process may open here (see the module's docstring)
+CLUSTER = "VsCluster"
+
+_CODE = re.compile(rb'"code":(-?\d+)')
+_OPAQUE = re.compile(rb'"opaque":(-?\d+)')
+
+
+def system_topics(cluster: str, broker: str) -> dict[str, dict[str, int]]:
+    """The topics `TopicConfigManager.init` (5.3.3) puts in a default broker's table (and the
+    timer store's `rmq_sys_wheel_timer`): read queues, write queues, perm."""
+    def tc(queues: int, perm: int = 6) -> dict[str, int]:
+        return {"readQueueNums": queues, "writeQueueNums": queues, "perm": perm}
+    return {"SELF_TEST_TOPIC": tc(1), "TBW102": tc(8, 7), "BenchmarkTest": tc(1024), cluster: tc(16, 7),
+            broker: tc(1, 7), "OFFSET_MOVED_EVENT": tc(1), "SCHEDULE_TOPIC_XXXX": tc(18),
+            f"{cluster}_REPLY_TOPIC": tc(1), f"rmq_sys_REVIVE_LOG_{cluster}": tc(8),
+            f"rmq_sys_SYNC_BROKER_MEMBER_{broker}": tc(1, 1), "RMQ_SYS_TRANS_HALF_TOPIC": tc(1),
+            "RMQ_SYS_TRANS_OP_HALF_TOPIC": tc(1), "rmq_sys_wheel_timer": tc(1)}
+
+
+def broker_addr(g: int) -> str:
+    return f"10.{20 + g // 62500}.{g // 250 % 250}.{g % 250}:10911"
+
+
+def broker_name(g: int) -> str:
+    return f"vs-{g}"
+
+
+def user_topic(g: int, i: int) -> str:
+    return f"VsTopic-{g}-{i}"
+
+
+def registration(g: int, topics: int, started_ms: int) -> tuple[dict[str, str], bytes]:
+    """Broker g's REGISTER_BROKER: its system topics and `topics` of its own, 4 queues each."""
+    table: dict[str, dict[str, Any]] = dict(system_topics(CLUSTER, broker_name(g)))
+    table.update({user_topic(g, i): {"readQueueNums": 4, "writeQueueNums": 4} for i in range(topics)})
+    return registration_request(cluster=CLUSTER, broker_name=broker_name(g), broker_id=0, addr=broker_addr(g),
+                                ha_addr=broker_addr(g)[:-1] + "2", topics=table,
+                                data_version={"timestamp": started_ms + g, "counter": 1, "stateVersion": 0})
+
+
+class _Template:
+    """A request's frame with its opaque left open: a broker re-sends the same bytes but for it."""
+
+    def __init__(self, code: int, ext: dict[str, str] | None, body: bytes = b"", *, oneway: bool = False) -> None:
+        mark = -1_234_567
+        frame = encode_request(code, mark, ext=ext, body=body, oneway=oneway)
+        header_len = struct.unpack_from(">I", frame, 4)[0] & 0xFFFFFF
+        header = frame[8:8 + header_len]
+        self.pre, self.post = header.split(b'"opaque":%d' % mark)
+        self.body = body
+
+    def frame(self, opaque: int) -> bytes:
+        header = b'%s"opaque":%d%s' % (self.pre, opaque, self.post)
+        return struct.pack(">iI", 4 + len(header) + len(self.body), len(header)) + header + self.body
+
+
+@dataclass
+class Stats:
+    """What the fleet sent and was answered; read by the bench's thread (ints and lists under the GIL)."""
+
+    sent: int = 0  # liveness signals (re-registrations or 904s) sent since the first wave
+    answered: int = 0
+    skipped: int = 0  # a broker's timer fired while its last registration was unanswered
+    refused_busy: int = 0
+    failures: list[str] = field(default_factory=list)
+    cluster_info_sent: int = 0
+    cluster_info_answered: int = 0
+    lookups_sent: int = 0
+    lookups: list[float] = field(default_factory=list)  # answered lookups' latency, s
+    lookups_failed: int = 0
+    last_sent: dict[str, list[int]] = field(default_factory=dict)  # address -> its newest signals, epoch ms
+
+
+class _Conn(asyncio.Protocol):
+    def __init__(self, fleet: BrokerFleet) -> None:
+        self.fleet = fleet
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        used = 0
+        while len(buf) - used >= 8:
+            (length,) = struct.unpack_from(">i", buf, used)
+            if len(buf) - used < 4 + length:
+                break
+            header_len = struct.unpack_from(">I", buf, used + 4)[0] & 0xFFFFFF
+            header = bytes(buf[used + 8:used + 8 + min(header_len, 512)])
+            used += 4 + length
+            code, opaque = _CODE.search(header), _OPAQUE.search(header)
+            if code is not None and opaque is not None:
+                self.fleet._answered(int(opaque.group(1)), int(code.group(1)))
+        if used:
+            del buf[:used]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.fleet.stats.failures.append(f"connection closed by the NameServer: {exc}")
+
+    def send(self, frame: bytes) -> bool:
+        if self.transport is None or self.lost:
+            return False
+        self.transport.write(frame)
+        return True
+
+
+class BrokerFleet:
+    """`brokers` brokers with `topics` topics of their own each, against the NameServer at `addr`.
+    The constructor connects every broker and client and sends every first registration at once
+    (a fleet starting together), returning when all are answered (`register_s`). `start()` starts
+    the timers; `mode` (REGISTER or HEARTBEAT) and `cluster_info` may be switched while they run."""
+
+    def __init__(self, addr: str, brokers: int, topics: int, *, mode: str = REGISTER, period_s: float = PERIOD_S,
+                 clients: bool = True, seed: int = 1, max_connections: int = MAX_CONNECTIONS) -> None:
+        if mode not in (REGISTER, HEARTBEAT):
+            raise ValueError(f"fleet mode {mode!r}: expected {REGISTER!r} or {HEARTBEAT!r}")
+        _raise_file_limit()
+        self.addr, self.brokers, self.topics, self.mode, self.period = addr, brokers, topics, mode, period_s
+        self.cluster_info = False
+        self.stats = Stats()
+        self.n_clients = max(1, brokers // BROKERS_PER_CLIENT) if clients else 0
+        total = brokers + self.n_clients
+        self.broker_conns = max(1, min(brokers, max_connections * brokers // total))
+        self.client_conns = min(self.n_clients, max_connections - self.broker_conns) if self.n_clients else 0
+        rnd = random.Random(seed)
+        self._phases = {kind: sorted((rnd.random(), i) for i in range(n))
+                        for kind, n in (("beat", brokers), ("106", brokers), ("lookup", self.n_clients))}
+        started_ms = int(time.time() * 1000)
+        # built before the clock starts: each broker builds its request on its own host
+        self._registrations = [_Template(codes.REGISTER_BROKER, *registration(g, topics, started_ms))
+                               for g in range(brokers)]
+        self._heartbeats = [_Template(codes.BROKER_HEARTBEAT, {"clusterName": CLUSTER, "brokerAddr": broker_addr(g),
+                                                               "brokerName": broker_name(g)}, oneway=True)
+                            for g in range(brokers)]
+        self._cluster_info = _Template(codes.GET_BROKER_CLUSTER_INFO, None)
+        self._lookups = [_Template(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": t}) for t in self._client_topics()]
+        self._opaque = 0
+        self._pending: dict[int, tuple[str, int, float]] = {}  # opaque -> (kind, actor, sent monotonic)
+        self._in_flight: set[int] = set()  # brokers whose registration is unanswered
+        self._wave_left = 0
+        self._wave_done: asyncio.Event | None = None
+        self._busy: list[int] = []
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True, name="broker-fleet")
+        self._ready = threading.Event()
+        self._started_timers = threading.Event()
+        self._error: BaseException | None = None
+        self.started = time.monotonic()
+        self._thread.start()
+        self._ready.wait(3600)
+        if self._error is not None:
+            raise RuntimeError(f"the fleet could not register at {addr}: {self._error}") from self._error
+        if self.stats.failures:
+            raise RuntimeError(f"{len(self.stats.failures)} registrations refused by {addr}, "
+                               f"e.g. {self.stats.failures[0]}")
+
+    # ------------------------------------------------------------------ the bench's side
+    @property
+    def sent(self) -> int:
+        return self.stats.sent
+
+    @property
+    def failures(self) -> list[str]:
+        return self.stats.failures
+
+    @property
+    def last_sent(self) -> dict[str, list[int]]:
+        return self.stats.last_sent
+
+    @property
+    def refused_busy(self) -> int:
+        return self.stats.refused_busy
+
+    def start(self) -> BrokerFleet:
+        self._started_timers.set()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        self._started_timers.set()
+        self._thread.join(timeout=30)
+
+    def lookup_mark(self) -> tuple[int, int, int]:
+        """Where the clients' lookups stand now: `lookup_summary(mark)` covers those after it."""
+        return len(self.stats.lookups), self.stats.lookups_sent, self.stats.lookups_failed
+
+    def lookup_summary(self, mark: tuple[int, int, int] = (0, 0, 0)) -> dict[str, Any]:
+        """The clients' lookups since `mark`: p50/p99/max latency (ms), how many failed or went
+        unanswered (within LOOKUP_TIMEOUT_S, a client's own timeout)."""
+        lat = sorted(self.stats.lookups[mark[0]:])
+        sent, failed = self.stats.lookups_sent - mark[1], self.stats.lookups_failed - mark[2]
+        unanswered = sent - len(lat) - failed
+        def q(p: float) -> float | None:
+            return round(1000 * lat[min(len(lat) - 1, int(p * len(lat)))], 2) if lat else None
+        late = sum(1 for x in lat if x > LOOKUP_TIMEOUT_S)
+        return {"sent": sent, "p50_ms": q(0.5), "p99_ms": q(0.99), "max_ms": round(1000 * lat[-1], 2) if lat else None,
+                "failed": failed, "unanswered": max(0, unanswered - len(self._pending_lookups())) + late}
+
+    def _pending_lookups(self) -> list[int]:
+        now = time.monotonic()
+        return [o for o, (k, _, t) in list(self._pending.items()) if k == "lookup" and now - t < LOOKUP_TIMEOUT_S]
+
+    # ------------------------------------------------------------------ the loop's side
+    def _run(self) -> None:
+        import uvloop
+        try:
+            uvloop.run(self._main())
+        except BaseException as exc:  # said by the constructor (or lost once timers run: the stats say it)
+            self._error = exc
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        host, _, port = self.addr.rpartition(":")
+        conns: list[_Conn] = []
+        for _ in range(self.broker_conns + self.client_conns):
+            _, proto = await self._loop.create_connection(lambda: _Conn(self), host, int(port))
+            conns.append(proto)
+        self._bconns, self._cconns = conns[:self.broker_conns], conns[self.broker_conns:]
+        self._wave_done = asyncio.Event()
+        self.started = time.monotonic()
+        await self._first_wave(list(range(self.brokers)))
+        self.register_s = time.monotonic() - self.started
+        self._ready.set()
+        await self._loop.run_in_executor(None, self._started_timers.wait)
+        if not self._stop.is_set():
+            tickers = [asyncio.ensure_future(self._ticker(kind, period, fire)) for kind, period, fire in (
+                ("beat", self.period, self._beat), ("106", CLUSTER_INFO_PERIOD_S, self._ask_cluster_info),
+                ("lookup", CLIENT_POLL_S, self._lookup))]
+            await self._loop.run_in_executor(None, self._stop.wait)
+            for t in tickers:
+                t.cancel()
+        for c in conns:
+            if c.transport is not None:
+                c.transport.close()
+        await asyncio.sleep(0.1)
+
+    async def _first_wave(self, brokers: list[int]) -> None:
+        """Every broker's first registration at once; one refused as busy registers again a period later."""
+        deadline = self.started + self.period
+        while brokers:
+            assert self._wave_done is not None
+            self._wave_left, self._busy = len(brokers), []
+            self._wave_done.clear()
+            for g in brokers:
+                self._send("wave", g, self._registrations[g], self._bconns[g % self.broker_conns])
+            await asyncio.wait_for(self._wave_done.wait(), 3600)
+            brokers = sorted(self._busy)
+            if brokers:
+                self.stats.refused_busy += len(brokers)
+                await asyncio.sleep(max(0.0, deadline - time.monotonic()))
+                deadline += self.period
+
+    async def _ticker(self, kind: str, period: float, fire: Callable[[int], None]) -> None:
+        """Fire each actor at its own phase of `period`, forever (cancelled by `close`)."""
+        phases = self._phases[kind]
+        if not phases:
+            return
+        t0 = time.monotonic()
+        cycle = 0
+        while True:
+            base = t0 + cycle * period
+            for phase, actor in phases:
+                due = base + phase * period
+                delay = due - time.monotonic()
+                if delay > 0.001:
+                    await asyncio.sleep(delay)
+                fire(actor)
+            cycle += 1
+
+    def _beat(self, g: int) -> None:
+        conn = self._bconns[g % self.broker_conns]
+        if self.mode == HEARTBEAT:
+            self._send("heartbeat", g, self._heartbeats[g], conn)
+        elif g in self._in_flight:
+            self.stats.skipped += 1
+            return
+        else:
+            self._in_flight.add(g)
+            self._send("register", g, self._registrations[g], conn)
+        self.stats.sent += 1
+        addr = broker_addr(g)
+        self.stats.last_sent[addr] = [*self.stats.last_sent.get(addr, [])[-2:], int(time.time() * 1000)]
+
+    def _ask_cluster_info(self, g: int) -> None:
+        if self.cluster_info:
+            self.stats.cluster_info_sent += 1
+            self._send("106", g, self._cluster_info, self._bconns[g % self.broker_conns])
+
+    def _lookup(self, c: int) -> None:
+        conn = self._cconns[c % self.client_conns]
+        for i in range(TOPICS_PER_CLIENT):
+            self.stats.lookups_sent += 1
+            self._send("lookup", c, self._lookups[(c * TOPICS_PER_CLIENT + i) % len(self._lookups)], conn)
+
+    def _client_topics(self) -> list[str]:
+        out = []
+        for c in range(self.n_clients):
+            g = (c * BROKERS_PER_CLIENT) % self.brokers
+            out += [user_topic(g, i % max(1, self.topics)) for i in range(TOPICS_PER_CLIENT)] if self.topics \
+                else [broker_name(g)] * TOPICS_PER_CLIENT
+        return out
+
+    def _send(self, kind: str, actor: int, template: _Template, conn: _Conn) -> None:
+        self._opaque += 1
+        opaque = self._opaque
+        oneway = kind == "heartbeat"
+        if not oneway:
+            self._pending[opaque] = (kind, actor, time.monotonic())
+        if not conn.send(template.frame(opaque)):
+            self._pending.pop(opaque, None)
+            if kind in ("register", "wave"):
+                self._in_flight.discard(actor)
+            self.stats.failures.append(f"{kind} of {actor}: the connection is closed")
+
+    def _answered(self, opaque: int, code: int) -> None:
+        entry = self._pending.pop(opaque, None)
+        if entry is None:
+            return
+        kind, actor, sent = entry
+        if kind == "wave":
+            if code == codes.SYSTEM_BUSY:
+                self._busy.append(actor)
+            elif code != codes.SUCCESS:
+                self.stats.failures.append(f"first registration of {actor}: code {code}")
+            self._wave_left -= 1
+            if self._wave_left == 0 and self._wave_done is not None:
+                self._wave_done.set()
+        elif kind == "register":
+            self._in_flight.discard(actor)
+            if code == codes.SUCCESS:
+                self.stats.answered += 1
+            else:
+                self.stats.failures.append(f"re-registration of {actor}: code {code}")
+        elif kind == "106":
+            self.stats.cluster_info_answered += code == codes.SUCCESS
+        elif kind == "lookup":
+            if code == codes.SUCCESS:
+                self.stats.lookups.append(time.monotonic() - sent)
+            else:
+                self.stats.lookups_failed += 1
+
+
+def _raise_file_limit() -> None:
+    """The soft limit on open files up to the hard one (the fleet holds one per connection)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
