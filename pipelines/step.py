@@ -19,12 +19,13 @@ import pandas as pd
 from conf import Config
 from conf.memory import ReleaseAfter
 from conf.store import StorePath
+from eventlog.fetch import RecordFetcher
 from pipelines import buckets as bk
 from pipelines import step_rows as out_rows
 from pipelines.offset_log import BatchClocks, LogClock, task_batch_id
 from routeinfo import housekeeping, kv_manager, route_manager
-from routeinfo.route_writes import RoutingConfig
-from routeinfo.state import GroupState, table_rows
+from routeinfo.route_writes import NeedsBody, RoutingConfig
+from routeinfo.state import GroupState, table_rows, topic_keys_digest
 from schemas import events as ev
 from schemas import tables as t
 from schemas.fields import InvalidInput
@@ -49,6 +50,10 @@ class StepConfig:
     checkpoint_dir: StorePath | None = None
     # Broker groups share this many keys of the stateful operator (pipelines/buckets.py).
     buckets: int = 32
+    # Where the events topic is, for the body of a repeated registration the rules need
+    # (eventlog/fetch.py; None: unit tests, which pass their own `fetch`).
+    bootstrap: str | None = None
+    topic: str = ""
 
     @staticmethod
     def from_config(cfg: Config) -> StepConfig:
@@ -57,14 +62,92 @@ class StepConfig:
                                   delete_topic_with_broker_registration=cfg.delete_topic_with_broker_registration),
             max_message_bytes=cfg.max_message_bytes, max_clock_skew_ms=cfg.max_clock_skew_ms,
             checkpoint_dir=cfg.checkpoint_dir if cfg.kafka_source == "python" else None,
-            buckets=cfg.state_buckets)
+            buckets=cfg.state_buckets, bootstrap=cfg.bootstrap, topic=cfg.kafka_topic)
+
+
+# (partition, offsets) -> the record values there, None where the log holds none (eventlog/fetch.py)
+Fetch = Callable[[int, list[int]], list["bytes | None"]]
 
 
 def run_group(group: str | None, records: list[dict[str, Any]], state: State | None, now_ms: int,
-              cfg: StepConfig, clock: LogClock = UNBOUNDED) -> tuple[State | None, int | None, list[dict[str, Any]]]:
+              cfg: StepConfig, clock: LogClock = UNBOUNDED,
+              fetch: Fetch | None = None) -> tuple[State | None, int | None, list[dict[str, Any]]]:
     """Pure core of the step: returns (new state, next expiry deadline, output rows). Event
     times are the records' receive times bounded by the batch's log `clock`; expiry runs at the
-    clock's time, not ahead of what the job has read."""
+    clock's time, not ahead of what the job has read.
+
+    A repeated registration whose topic table the rules need (route_writes.NeedsBody) is
+    replaced by the registration it repeats, read with `fetch`, and the group runs again from
+    the same state; one whose body the log no longer holds, or holds changed, is dead-lettered
+    with the reason and the group runs without it."""
+    refused: list[dict[str, Any]] = []
+    while True:
+        try:
+            new, deadline, rows = _run_records(group, records, state, now_ms, cfg, clock)
+            return new, deadline, refused + rows
+        except NeedsBody as need:
+            records, dead = _with_body(group, records, need, fetch)
+            refused.extend(dead)
+
+
+def _with_body(group: str | None, records: list[dict[str, Any]], need: NeedsBody,
+               fetch: Fetch | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`records` with the repeat at `need.log_offset` replaced by the whole registration (its
+    header, with the repeat's own timestamp, and the repeated body's topic table), or without it
+    and its dead-letter row when the body cannot be had."""
+    i = next((i for i, r in enumerate(records) if r["offset"] == need.log_offset and r["value"]
+              and b'"repeats"' in r["value"]), None)
+    if i is None:  # cannot happen: the rules raised it for one of these records
+        raise RuntimeError(f"no record at offset {need.log_offset} to take a body for")
+    small = records[i]
+    raw = json.loads(small["value"])
+    values: list[bytes | None] = fetch(small["partition"], need.offsets) if fetch is not None \
+        else [None] * len(need.offsets)
+    table, why = _repeated_table(raw, values, need)
+    rest = records[:i] + records[i + 1:]
+    if table is None:
+        reason = (f"{ev.REGISTER_BROKER} repeating the registration at offsets {need.offsets[:3]}"
+                  f"{'…' if len(need.offsets) > 3 else ''} of partition {small['partition']}: {why}; not applied "
+                  "(the broker's next full registration is)")
+        return rest, [out_rows.dead_letter_row(group, reason, small)]
+    whole = {k: v for k, v in raw.items() if k != "repeats"}
+    whole["topicConfigTable"] = table
+    value = json.dumps(whole, separators=(",", ":")).encode("utf-8")
+    return records[:i] + [{**small, "value": value}] + records[i + 1:], []
+
+
+_SAME = ("type", "clusterName", "brokerName", "brokerAddr", "brokerId", "dataVersion")
+
+
+def _repeated_table(raw: dict[str, Any], values: list[bytes | None],
+                    need: NeedsBody) -> tuple[dict[str, Any] | None, str]:
+    """The topic table of the registration a repeat names, checked to be the one it repeats
+    (same identity and data version, the chunks complete and in order, the same topic names),
+    or None and why not."""
+    table: dict[str, Any] = {}
+    for n, value in enumerate(values):
+        if value is None:
+            return None, "its body is no longer in the event log (retention, or a reset log)"
+        try:
+            full = json.loads(value)
+        except ValueError:
+            return None, "the record there is not JSON"
+        if not isinstance(full, dict) or any(full.get(k) != raw.get(k) for k in _SAME) or full.get("repeats"):
+            return None, "the record there is not the registration it repeats (a reset log)"
+        chunk = full.get("chunk")
+        if (chunk is None) != (len(values) == 1) or (chunk is not None and chunk != {"index": n, "count": len(values)}):
+            return None, "the records there are not the registration's chunks in order"
+        part = full.get("topicConfigTable")
+        if not isinstance(part, dict):
+            return None, "the record there has no topic table"
+        table.update(part)
+    if topic_keys_digest(table) != need.topic_keys:
+        return None, "the registration there has other topics than the one repeated"
+    return table, ""
+
+
+def _run_records(group: str | None, records: list[dict[str, Any]], state: State | None, now_ms: int,
+                 cfg: StepConfig, clock: LogClock) -> tuple[State | None, int | None, list[dict[str, Any]]]:
     out: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     coords: list[tuple[int, int]] = []
@@ -174,6 +257,7 @@ def make_step(cfg: StepConfig) -> Callable[..., Iterator[pd.DataFrame]]:
     """The function handed to applyInPandasWithState (ProcessingTimeTimeout), keyed as `step_input` keys."""
     released = ReleaseAfter(64 * 1024 * 1024)  # per Python worker process (the function is unpickled there)
     clocks = BatchClocks(cfg.checkpoint_dir) if cfg.checkpoint_dir is not None else None
+    fetch = RecordFetcher(cfg.bootstrap, cfg.topic) if cfg.bootstrap else None  # connects on first use
 
     buckets = bk.bucket_prefix(cfg.buckets)
 
@@ -188,13 +272,13 @@ def make_step(cfg: StepConfig) -> Callable[..., Iterator[pd.DataFrame]]:
         new_state: State | None
         if isinstance(slot, str) and slot.startswith(buckets):
             new_state, deadline, rows = bk.run_bucket(
-                records, previous, now, lambda g, rs, st: run_group(g, rs, st, now, cfg, clock))
+                records, previous, now, lambda g, rs, st: run_group(g, rs, st, now, cfg, clock, fetch))
         elif ev.is_broker_group(slot):
             # A key of the layout the checkpoint was moved from (pipelines/state_layout.py): its
             # groups live in buckets now; Spark calls it once more, at its old timeout.
             new_state, deadline, rows = None, None, []
         else:
-            new_state, deadline, rows = run_group(slot, records, previous, now, cfg, clock)
+            new_state, deadline, rows = run_group(slot, records, previous, now, cfg, clock, fetch)
         if new_state is None:
             if state.exists:
                 state.remove()

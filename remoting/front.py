@@ -32,6 +32,7 @@ from remoting.protocol import MAX_FRAME_BYTES, Command, FrameError, decode, enco
 from remoting.replies import Reply, error, ok
 from routeinfo import route_reads
 from routeinfo.snapshot import Snapshot
+from routeinfo.state import topic_keys_digest
 from schemas import events as ev
 from schemas.fields import MASTER_ID, InvalidInput
 from schemas.metrics import RemotingMetrics, remoting_role, write_metrics_file
@@ -50,6 +51,10 @@ METRICS_WRITE_S = 1.0
 # so this bounds how long a read waits behind a storm of them (at about a millisecond each for a
 # 100-topic registration, a few tens of milliseconds).
 WRITES_PER_TURN = 32
+# A repeat names its full registration for at most this long (and a quarter of the events topic's
+# retention time, if shorter); then the registration is published whole again, so the body a
+# repeat names is always in the log when the job needs it.
+REPEAT_HORIZON_S = 3600.0
 
 
 class PublishFailed(Exception):
@@ -61,8 +66,11 @@ class Registered:
     broker_name: str
     broker_id: int
     generation: int
-    coords: list[tuple[int, int]]  # where the registration is in the event log
-    fingerprint: bytes = b""  # of the request (requests.fingerprint): its repeats skip validation
+    coords: list[tuple[int, int]]  # where the (full) registration is in the event log
+    fingerprint: bytes = b""  # of the request (requests.fingerprint): its repeats are published small
+    header: dict[str, Any] = field(default_factory=dict)  # the registration's event without its topic table
+    topic_keys: str = ""  # the digest of its topic names (routeinfo.state.topic_keys_digest)
+    published_at: float = 0.0  # monotonic: repeats name it for the front's repeat horizon (REPEAT_HORIZON_S)
 
 
 @dataclass
@@ -176,6 +184,7 @@ class Front:
         self._unsigned_brokers = cfg.remoting_unsigned_brokers
         self._closing = False
         self.idle_timeout_s = cfg.remoting_idle_timeout_ms / 1000
+        self._repeat_horizon_s = min(REPEAT_HORIZON_S, cfg.kafka_retention_ms / 4000)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._arrived: collections.deque[tuple[Connection, Command, float]] = collections.deque()
         self._starting = False
@@ -368,7 +377,12 @@ class Front:
             asked = bodies.data_version_or_none(cmd.body) if cmd.code == codes.QUERY_DATA_VERSION else None
         except (InvalidInput, bodies.BodyError) as exc:
             return error(codes.SYSTEM_ERROR, str(exc))
-        self._heartbeats[(event["clusterName"], event["brokerAddr"])] = event
+        key = (event["clusterName"], event["brokerAddr"])
+        waiting = self._heartbeats.get(key)
+        if waiting is not None and waiting.get("repeats") is not None:
+            waiting["timestamp"] = event["timestamp"]  # a repeat waiting in the window carries the newer time
+        else:
+            self._heartbeats[key] = event
         if cmd.code == codes.BROKER_HEARTBEAT:
             return ok()
         return replies.data_version(self.store.current, cmd.ext, asked)
@@ -395,6 +409,8 @@ class Front:
         fingerprint = requests.fingerprint(cmd)
         mine = conn.registered.get((cmd.ext.get("clusterName") or "", cmd.ext.get("brokerAddr") or ""))
         repeat = mine is not None and mine.fingerprint == fingerprint
+        if repeat and mine is not None and self._repeats_small(mine):
+            return self._repeat(mine)
         event = requests.registration(cmd, _now_ms(), validate=not repeat)
         key = (event["clusterName"], event["brokerAddr"])
         # §3.2.7, answered as RocketMQ does; judged on the served cut unless this connection has just
@@ -418,7 +434,10 @@ class Front:
         coords = await self._publish([event])
         generation = next(self._generations)
         self._owner[key] = (conn.ident, generation)
-        conn.registered[key] = Registered(event["brokerName"], event["brokerId"], generation, coords, fingerprint)
+        conn.registered[key] = Registered(
+            event["brokerName"], event["brokerId"], generation, coords, fingerprint,
+            {k: v for k, v in event.items() if k not in ("topicConfigTable", "timestamp")},
+            topic_keys_digest(event["topicConfigTable"]), time.monotonic())
         stale = requests.stale_epoch(self.store.current, event)
         if stale:  # RocketMQ removes the refused address's live entry: its channel no longer unregisters it
             self._owner.pop(key, None)
@@ -432,6 +451,32 @@ class Front:
         ext: dict[str, str] = {}
         if event["brokerId"] != MASTER_ID and not stale:  # a refused epoch gets an empty result, as in RocketMQ
             master = route_reads.master_of(snap, event["brokerName"], event["clusterName"])
+            ext.update({k: v for k, v in master.items() if v is not None})
+        return Reply(codes.SUCCESS, ext=ext, body=replies.order_topic_config(snap))
+
+    def _repeats_small(self, mine: Registered) -> bool:
+        """Whether a repeat of `mine` goes out small (naming `mine` instead of carrying its body):
+        the served cut includes `mine` and shows all it would make visible (so the job takes the
+        repeat as a liveness signal, and the answer promises nothing the cut does not show), and
+        `mine` is recent enough that the events topic's retention cannot have removed it (the
+        repeat horizon). Otherwise the whole registration is published again, waits to be served
+        if it changes something, and becomes what later repeats name."""
+        if time.monotonic() - mine.published_at > self._repeat_horizon_s or len({p for p, _ in mine.coords}) != 1:
+            return False
+        return self.store.serves(mine.coords) and requests.repeat_shown_by(
+            self.store.current, mine.header, mine.topic_keys, prune=self.cfg.delete_topic_with_broker_registration)
+
+    def _repeat(self, mine: Registered) -> Reply:
+        """A repeat published small, coalesced with the address's liveness signals and answered at
+        once from the served cut, as a repeat of a served registration was before."""
+        event = ev.repeated_registration_event(mine.header, [o for _, o in mine.coords], mine.topic_keys,
+                                               timestamp=_now_ms())
+        self._heartbeats[(mine.header["clusterName"], mine.header["brokerAddr"])] = event
+        self.metrics.repeats_published_small.inc()
+        snap = self.store.current
+        ext: dict[str, str] = {}
+        if mine.broker_id != MASTER_ID:
+            master = route_reads.master_of(snap, mine.broker_name, mine.header["clusterName"])
             ext.update({k: v for k, v in master.items() if v is not None})
         return Reply(codes.SUCCESS, ext=ext, body=replies.order_topic_config(snap))
 

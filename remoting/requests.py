@@ -21,7 +21,7 @@ from routeinfo import admin_fanout, route_writes
 from routeinfo.snapshot import Snapshot
 from schemas import events as ev
 from schemas import fields
-from schemas.fields import InvalidInput
+from schemas.fields import MASTER_ID, InvalidInput
 
 # The contract's per-record limit does not apply here: a large registration is chunked by the
 # publisher; validation only needs to see the whole event once.
@@ -109,14 +109,37 @@ def stale_epoch(snap: Snapshot, event: dict[str, Any]) -> bool:
 def shown_by(snap: Snapshot, event: dict[str, Any], *, prune: bool) -> bool:
     """Whether the served cut already shows all a REGISTER_BROKER would make visible, so that its
     answer need not wait for the job (RocketMQ's answer means the change is visible to the next
-    lookup). Shown: the address under its id in its group and cluster, the group's flags, the live
-    entry's data version and HA address, the filter servers, and every topic of the config under
-    this group. With the same data version the rules add only missing topic names; `prune`
+    lookup). Shown: what `header_shown_by` checks, and every topic of the config under this
+    group. With the same data version the rules add only missing topic names; `prune`
     (deleteTopicWithBrokerRegistration) may also drop topics, which the cut cannot rule out
     cheaply, so such a registration waits."""
+    if prune or not header_shown_by(snap, event):
+        return False
+    name = event["brokerName"]
+    return all(any(q["brokerName"] == name for q in snap.topics.get(topic, ()))
+               for topic in event["topicConfigTable"])
+
+
+def repeat_shown_by(snap: Snapshot, header: dict[str, Any], topic_keys: str, *, prune: bool) -> bool:
+    """`shown_by` for a repeat of a registration (its header and the digest of its topic names,
+    routeinfo.state.topic_keys_digest): whose topic table counts (the master's, or a group
+    without one: a prime slave's) must name exactly the group's topics in the cut, or the rules
+    would add some."""
+    if prune or not header_shown_by(snap, header):
+        return False
+    bd = snap.brokers[header["brokerName"]]
+    if header["brokerId"] != MASTER_ID and str(MASTER_ID) in bd["brokerAddrs"]:
+        return True  # a slave's topics are not applied while the group has a master
+    return snap.topics.topic_keys_of(header["brokerName"]) == topic_keys
+
+
+def header_shown_by(snap: Snapshot, event: dict[str, Any]) -> bool:
+    """The cut shows a registration's header: the address under its id in its group and
+    cluster, the group's flags, the live entry's data version, HA address and timeout, and the
+    filter servers."""
     cluster, name, addr = event["clusterName"], event["brokerName"], event["brokerAddr"]
     bd = snap.brokers.get(name)
-    if prune or bd is None or bd["cluster"] != cluster or bd["brokerAddrs"].get(str(event["brokerId"])) != addr:
+    if bd is None or bd["cluster"] != cluster or bd["brokerAddrs"].get(str(event["brokerId"])) != addr:
         return False
     acting = event["enableActingMaster"] is not None and bool(event["enableActingMaster"])
     if (bd["enableActingMaster"], bd.get("zoneName")) != (acting, event.get("zoneName")):
@@ -130,10 +153,7 @@ def shown_by(snap: Snapshot, event: dict[str, Any], *, prune: bool) -> bool:
     timeout, servers = event.get("heartbeatTimeoutMillis"), event.get("filterServerList")
     if timeout is not None and live["heartbeatTimeoutMillis"] != timeout:
         return False
-    if servers is not None and snap.filters.get((cluster, addr), []) != list(servers):  # absent: untouched
-        return False
-    return all(any(q["brokerName"] == name for q in snap.topics.get(topic, ()))
-               for topic in event["topicConfigTable"])
+    return servers is None or snap.filters.get((cluster, addr), []) == list(servers)  # absent: untouched
 
 
 def unregistration(cmd: Command, now_ms: int) -> dict[str, Any]:

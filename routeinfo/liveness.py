@@ -11,9 +11,10 @@ served at once.
 A REGISTER_BROKER is a liveness signal when the log shows that it cannot change the route
 tables (`LivenessLedger.observe`):
 
-- it is, field for field except its time, the previous registration of the same address in
-  the same group (RocketMQ's `isBrokerTopicConfigChanged` is false and every other field it
-  writes is equal);
+- it is a repeat the remoting front published small (`repeats`: it names the registration it
+  repeats instead of carrying its topic table), or it is, field for field except its time, the
+  previous registration of the same address in the same group (RocketMQ's
+  `isBrokerTopicConfigChanged` is false and every other field it writes is equal);
 - no record of that group came between that may make the same registration change something
   again: an UNREGISTER, an admin write (a deleted topic is re-added), a chunked registration,
   or another address's registration that takes a known address's broker id or moves what the
@@ -94,6 +95,11 @@ class LivenessLedger:
 
     def _registration(self, group: str, value: bytes | None, now_ms: int) -> bool:
         raw = _decode(value)
+        if raw is not None and raw.get("repeats") is not None:
+            # published small by the remoting front because it repeats its address's previous
+            # registration: a liveness signal like a heartbeat (one that needs its body after
+            # all, the address having expired meanwhile, is served up to the deferral later)
+            return self._heartbeat(group, value, now_ms)
         if raw is None or raw.get("chunk") is not None:
             self.groups.pop(group, None)  # unreadable (the step dead-letters it) or a chunk: a change
             return False

@@ -61,6 +61,18 @@ class Rejected(Exception):
     """RocketMQ's rules refuse this request; the message is the reason logged and audited."""
 
 
+class NeedsBody(Exception):
+    """A repeated registration (`repeats`) whose topic table the rules need: the address is new
+    to the group or lost its live entry (an expiry, an unregistration), its data version moved, or
+    the group's topic names differ from the registration's (an admin write came between). The
+    caller reads the registration it repeats from the log (`offsets`, in the partition of the
+    record at `log_offset`) and runs the group again with it; the group's state is not kept."""
+
+    def __init__(self, log_offset: int, offsets: list[int], topic_keys: str) -> None:
+        super().__init__(f"the repeated registration at offset {log_offset} needs the body at {offsets}")
+        self.log_offset, self.offsets, self.topic_keys = log_offset, offsets, topic_keys
+
+
 Handler = Callable[[GroupState, dict[str, Any], RoutingConfig, Result], None]
 
 
@@ -105,6 +117,10 @@ def register_broker(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: 
 def _register(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result) -> None:
     """§3.2. A stale epoch is refused after RocketMQ's earlier steps, with its effects; the
     single-topic guard refuses before anything changes."""
+    if e["topicConfigTable"] is None and (st.broker is None or e["brokerId"] not in st.broker.addrs):
+        # a repeat of an id the group does not hold: the single-topic guard and a first
+        # registration both read the topic table
+        raise NeedsBody(e.get("logOffset", -1), e["repeats"]["offsets"], e["repeats"]["topicKeys"])
     stale = _stale_epoch(st, e)
     if stale is not None:
         _effects_before_refusal(st, e, res)
@@ -126,7 +142,8 @@ def _register(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result
 def creates_broker_from_one_topic(known_ids: Container[Any], e: Mapping[str, Any]) -> bool:
     """§3.2.7: an incremental one-topic registration must not create a broker (RocketMQ answers
     "register broker failed"); `known_ids` are the ids the group's BrokerData holds."""
-    return e["brokerId"] not in known_ids and len(e["topicConfigTable"]) == 1
+    table = e["topicConfigTable"]
+    return table is not None and e["brokerId"] not in known_ids and len(table) == 1
 
 
 def outranked_by(holder_addr: str | None, holder_state_version: int | None, e: Mapping[str, Any]) -> bool:
@@ -228,8 +245,12 @@ def _apply_topic_configs(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, 
     prev_live = st.live.get((e["clusterName"], e["brokerAddr"]))
     dv_changed = prev_live is None or prev_live.data_version != e["dataVersion"]
     incoming = e["topicConfigTable"]
-    if not (register_first or dv_changed) and topic_keys_digest(incoming) == st.topic_keys_digest():
+    repeat: dict[str, Any] = e.get("repeats") or {}
+    keys = repeat["topicKeys"] if incoming is None else topic_keys_digest(incoming)
+    if not (register_first or dv_changed) and keys == st.topic_keys_digest():
         return  # same version, same topic names: nothing to add or drop (topic table stays encoded)
+    if incoming is None:
+        raise NeedsBody(e.get("logOffset", -1), repeat["offsets"], repeat["topicKeys"])
     if cfg.delete_topic_with_broker_registration:
         for topic in [x for x in st.topics if x not in incoming]:
             drop_queue(st, topic, res, "QUEUE_REMOVED")
@@ -252,7 +273,7 @@ def _refresh_live(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Re
                     timeout_ms=cfg.default_timeout_ms if e["heartbeatTimeoutMillis"] is None
                     else e["heartbeatTimeoutMillis"],
                     data_version=dict(e["dataVersion"]), ha_server_addr=e["haServerAddr"],
-                    registered_offset=max(e.get("logOffset", -1), -1 if prev is None else prev.registered_offset))
+                    registered_offset=max(_registration_offset(e), -1 if prev is None else prev.registered_offset))
     if prev is not None and (prev.broker_id, prev.timeout_ms, prev.data_version, prev.ha_server_addr) == (
             live.broker_id, live.timeout_ms, live.data_version, live.ha_server_addr):
         live.materialized_update = prev.materialized_update
@@ -265,6 +286,13 @@ def _refresh_live(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Re
     else:
         res.dirty_tables.add(t.BROKER_LIVE.name)
     st.live[key] = live
+
+
+def _registration_offset(e: dict[str, Any]) -> int:
+    """Where the registration is in the log: a repeat counts as the registration it names (its
+    connection's close undoes that one, `unregister_broker`'s registrationOffset)."""
+    repeat = e.get("repeats")
+    return int(max(repeat["offsets"])) if repeat else int(e.get("logOffset", -1))
 
 
 def _update_filters(st: GroupState, e: dict[str, Any], res: Result) -> None:

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 QUEUE_FIELDS = ("brokerName", "perm", "readQueueNums", "topicSysFlag", "writeQueueNums")
+_NO_TOPICS = "cae66941d9efbd404e4d88758ea67670"  # topic_keys_digest({}): blake2b-128 of nothing
 
 
 class TopicIndex(Mapping):
@@ -33,6 +34,7 @@ class TopicIndex(Mapping):
         self._int_columns = {f: table.column(f).to_numpy() for f in QUEUE_FIELDS[1:]}
         self._cache: dict[str, list[dict[str, Any]]] = {}
         self._names: list[str] | None = None
+        self._group_keys: dict[str, str] | None = None
 
     @staticmethod
     def from_rows(rows: list[dict[str, Any]]) -> TopicIndex:
@@ -92,6 +94,24 @@ class TopicIndex(Mapping):
 
     def __len__(self) -> int:
         return len(self._all_names())
+
+    def topic_keys_of(self, broker_name: str) -> str:
+        """routeinfo.state.topic_keys_digest of the topics a broker group hosts here: a repeated
+        registration is a liveness signal only while it names exactly them. Built for every
+        group on the first ask and kept for the index's life (it is shared by the cuts that
+        share a topic_queue version)."""
+        keys = self._group_keys
+        if keys is None:
+            import hashlib
+            digests: dict[int, Any] = {}
+            for topic, code in zip(self._topic.to_pylist(), self._broker_codes.tolist(), strict=True):
+                h = digests.get(code)
+                if h is None:
+                    h = digests[code] = hashlib.blake2b(digest_size=16)
+                h.update(topic.encode())  # the rows are sorted by topic, as the digest's names are
+                h.update(b"\0")
+            keys = self._group_keys = {self._brokers[c]: h.hexdigest() for c, h in digests.items()}
+        return keys.get(broker_name) or _NO_TOPICS
 
     def row_count(self) -> int:
         return int(self._n)

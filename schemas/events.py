@@ -25,6 +25,7 @@ from schemas.fields import (
     data_version,
     int_in_range,
     queue_fields,
+    repeats,
     required,
     topic_config_table,
     validate_addr,
@@ -61,7 +62,7 @@ _BROKER = {"clusterName", "brokerAddr", "brokerName", "brokerId"}
 FIELDS: dict[str, frozenset[str]] = {
     REGISTER_BROKER: frozenset(_COMMON | _BROKER | {
         "haServerAddr", "zoneName", "heartbeatTimeoutMillis", "enableActingMaster", "dataVersion",
-        "topicConfigTable", "filterServerList", "chunk"}),
+        "topicConfigTable", "filterServerList", "chunk", "repeats"}),
     BROKER_HEARTBEAT: frozenset(_COMMON | _BROKER | {"dataVersion", "heartbeatTimeoutMillis"}),
     UNREGISTER_BROKER: frozenset(_COMMON | _BROKER | {"registrationOffset"}),
     WIPE_WRITE_PERM_OF_BROKER: frozenset(_COMMON | {"brokerName"}),
@@ -194,8 +195,16 @@ def _parse_register_broker(raw: Mapping[str, Any], event: dict[str, Any]) -> Non
         raise InvalidInput("enableActingMaster must be a boolean")
     event["enableActingMaster"] = acting
     event["dataVersion"] = data_version(raw.get("dataVersion"))
-    event["topicConfigTable"] = topic_config_table(raw.get("topicConfigTable"))
     event["filterServerList"] = addr_list(raw.get("filterServerList"), "filterServerList")
+    event["repeats"] = repeats(raw.get("repeats"))
+    if event["repeats"] is not None:
+        # a repeat names the registration it repeats instead of carrying its topic table again
+        for absent in ("topicConfigTable", "chunk"):
+            if raw.get(absent) is not None:
+                raise InvalidInput(f"a REGISTER_BROKER with repeats carries no {absent}")
+        event["topicConfigTable"], event["chunk"] = None, None
+        return
+    event["topicConfigTable"] = topic_config_table(raw.get("topicConfigTable"))
     event["chunk"] = chunk(raw.get("chunk"))
 
 
@@ -288,6 +297,20 @@ def register_broker_event(*, cluster: str, broker_name: str, broker_id: int, add
         event["zoneName"] = zone
     if filter_servers is not None:
         event["filterServerList"] = list(filter_servers)
+    if timestamp is not None:
+        event["timestamp"] = timestamp
+    return event
+
+
+def repeated_registration_event(registration: Mapping[str, Any], offsets: list[int], topic_keys: str, *,
+                                timestamp: int | None = None) -> dict[str, Any]:
+    """A REGISTER_BROKER that repeats `registration` (a full one, or its first chunk) field for
+    field, published at `offsets` of the same partition, whose topic names digest to
+    `topic_keys` (routeinfo.state.topic_keys_digest): its header without the topic table. The job
+    applies it as the full registration; it reads the registration's body from the log only when
+    the topic table is needed (routeinfo.route_writes.NeedsBody)."""
+    event = {k: v for k, v in registration.items() if k not in ("topicConfigTable", "chunk", "timestamp")}
+    event["repeats"] = {"offsets": list(offsets), "topicKeys": topic_keys}
     if timestamp is not None:
         event["timestamp"] = timestamp
     return event

@@ -169,6 +169,24 @@ def chunk(raw: Any) -> tuple[int, int] | None:
     return int_in_range(raw["index"], "chunk.index", 0, count - 1), count
 
 
+def repeats(raw: Any) -> dict[str, Any] | None:
+    """{"offsets": [...], "topicKeys": hex} of a repeated registration (absent: a full one): the
+    log offsets, in this record's partition, of the full registration it repeats (one, or its
+    chunks in order), and the digest of that registration's topic names."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != {"offsets", "topicKeys"}:
+        raise InvalidInput("repeats must be an object with exactly the fields offsets and topicKeys")
+    offsets = raw["offsets"]
+    if not isinstance(offsets, list) or not 1 <= len(offsets) <= MAX_CHUNKS:
+        raise InvalidInput(f"repeats.offsets must be a list of 1 to {MAX_CHUNKS} log offsets")
+    out = [int_in_range(o, "repeats.offsets[]", 0, 2**63 - 1) for o in offsets]
+    keys = raw["topicKeys"]
+    if not isinstance(keys, str) or len(keys) != 32 or any(c not in "0123456789abcdef" for c in keys):
+        raise InvalidInput("repeats.topicKeys must be 32 lowercase hex digits")
+    return {"offsets": out, "topicKeys": keys}
+
+
 def addr_list(raw: Any, field: str) -> list[str] | None:
     if raw is None:
         return None

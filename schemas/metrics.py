@@ -113,6 +113,10 @@ class RemotingMetrics:
                                  registry=r)
         self.heartbeats_forwarded = Counter("namesrv_remoting_heartbeats_forwarded",
                                             "Coalesced heartbeats published to Kafka", registry=r)
+        self.repeats_published_small = Counter(
+            "namesrv_remoting_repeats_published_small",
+            "Unchanged re-registrations published as a small event naming the registration they repeat",
+            registry=r)
 
     def code_label(self, code: int) -> str:
         return str(code) if code in self.known else "other"

@@ -39,6 +39,7 @@ class InMemoryLog:
         self._lock = threading.Lock()
         self._offset = 0
         self._batch = 0
+        self._values: dict[int, bytes] = {}  # every record's value: what a repeat's body is read from
         self.dead_letters: list[dict[str, Any]] = []
         self.current: Snapshot = self._cut()
 
@@ -53,11 +54,13 @@ class InMemoryLog:
                 records.setdefault(key.decode(), []).append(
                     {"partition": 0, "offset": self._offset, "timestamp": now, "key": key.decode(), "value": value})
                 coords.append((0, self._offset))
+                self._values[self._offset] = value
                 self._offset += 1
             due = {g for g, d in self._deadlines.items() if d <= now}
             out: list[dict[str, Any]] = []
             for group in sorted(set(records) | due):
-                state, deadline, rows = run_group(group, records.get(group, []), self._states.get(group), now, self._cfg)
+                state, deadline, rows = run_group(group, records.get(group, []), self._states.get(group), now, self._cfg,
+                                                  fetch=lambda p, offsets: [self._values.get(o) for o in offsets])
                 self._states.pop(group, None) if state is None else self._states.__setitem__(group, state)
                 self._deadlines.pop(group, None) if deadline is None else self._deadlines.__setitem__(group, deadline)
                 out.extend(rows)

@@ -66,8 +66,11 @@ def operations(names: list[str]) -> st.SearchStrategy:
                        st.sampled_from(NAMESPACES), st.sampled_from(["T0", "k1"]), st.sampled_from(["b0:4", "x"]))
     kv_delete = st.builds(lambda ns, k: ("kv_delete", {"ns": ns, "key": k}),
                           st.sampled_from(NAMESPACES), st.sampled_from(["T0", "k1"]))
+    # a registration sent again unchanged, published as a repeat naming the earlier one (the
+    # remoting front's way): `pick` chooses which of the workload's registrations so far
+    repeat = st.builds(lambda pick: ("repeat", {"pick": pick}), st.integers(0, 50))
     return st.one_of(register, register, register, heartbeat, unregister, unregister, advance, perm,
-                     delete_topic, register_topic, kv_put, kv_delete)
+                     delete_topic, register_topic, kv_put, kv_delete, repeat, repeat)
 
 
 config = st.builds(lambda k, v: ("config", {"key": k, "value": v}),

@@ -24,6 +24,7 @@ class Batches:
         self.states: dict[str, str] = {}
         self.batch = 0
         self.offset = 0
+        self.log: dict[int, bytes] = {}  # every record's value by offset: what a repeat's body is read from
 
     def step(self, events: list[dict[str, Any]], now: int) -> list[dict[str, Any]]:
         records: dict[str, list[dict[str, Any]]] = {}
@@ -31,10 +32,12 @@ class Batches:
             key, value = ev.encode({**e, "timestamp": now})
             records.setdefault(key.decode(), []).append(
                 {"partition": 0, "offset": self.offset, "timestamp": now, "key": key.decode(), "value": value})
+            self.log[self.offset] = value
             self.offset += 1
         out = []
         for group in sorted(set(self.states) | set(records)):
-            state, _, rows = run_group(group, records.get(group, []), self.states.get(group), now, self.cfg)
+            state, _, rows = run_group(group, records.get(group, []), self.states.get(group), now, self.cfg,
+                                       fetch=self.fetch)
             if state is None:
                 self.states.pop(group, None)
             else:
@@ -42,6 +45,10 @@ class Batches:
             out.extend(rows)
         self.batch += 1
         return out
+
+
+    def fetch(self, partition: int, offsets: list[int]) -> list[bytes | None]:
+        return [self.log.get(o) for o in offsets]
 
 
 def step_config(*, timeout_ms: int = 120_000, live_flush_ms: int = 0,

@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 
 from routeinfo import admin_fanout
+from routeinfo.state import topic_keys_digest
 from schemas import events as ev
 from tests.model import ops
 from tests.model.namesrv_model import NamesrvModel
@@ -22,9 +23,18 @@ def run_workload(workload) -> int:
     model = NamesrvModel(default_timeout_ms=TIMEOUT)
     pure = PureSystem(timeout_ms=TIMEOUT)
     now = T0
+    registrations: list[tuple[dict[str, Any], list[int]]] = []  # full registrations published: event, offsets
     for step, ((kind, args), dt) in enumerate(workload):
         now += dt
-        if kind == "advance":
+        if kind == "repeat":
+            if not registrations:
+                continue
+            event, offsets = registrations[args["pick"] % len(registrations)]
+            REPEATS.append(1)
+            model.apply_event(ops_normalised({**event, "timestamp": now}, now))
+            pure.run_batch([ev.repeated_registration_event(event, offsets, topic_keys_digest(event["topicConfigTable"]),
+                                                           timestamp=now)], now)
+        elif kind == "advance":
             now += args["ms"]
             model.scan_not_active_broker(now)
             pure.run_batch([], now)
@@ -42,10 +52,13 @@ def run_workload(workload) -> int:
             event = ops.broker_event(kind, args, timestamp=now)
             model.apply_event({**ops_normalised(event, now)})
             parts = ops.published(kind, args, event)
+            first = pure.batches.offset
             if len(parts) > 1:
                 CHUNKED.append(len(parts))
                 pure.run_batch(parts[:1], now)  # the assembly spans a batch boundary
             pure.run_batch(parts[1:] if len(parts) > 1 else parts, now)
+            if kind == "register":
+                registrations.append((event, list(range(first, pure.batches.offset))))
         expected, actual = model.table_rows(), pure.table_rows()
         for table in expected:
             assert actual[table] == expected[table], (
@@ -62,6 +75,7 @@ def ops_normalised(event: dict[str, Any], now: int) -> dict[str, Any]:
 
 _STEPS: list[int] = []
 CHUNKED: list[int] = []
+REPEATS: list[int] = []
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -73,5 +87,5 @@ def test_state_function_matches_the_model_after_every_step(workload):
 def test_report_examples(figures):
     """Runs after the property (same module): reports how much it explored."""
     figures(f"model vs state function: {len(_STEPS)} hypothesis examples, {sum(_STEPS)} steps compared, "
-            f"{len(CHUNKED)} chunked registrations ({sum(CHUNKED)} chunks)")
-    assert len(_STEPS) >= EXAMPLES * 0.9 and len(CHUNKED) >= EXAMPLES // 20
+            f"{len(CHUNKED)} chunked registrations ({sum(CHUNKED)} chunks), {len(REPEATS)} repeats published small")
+    assert len(_STEPS) >= EXAMPLES * 0.9 and len(CHUNKED) >= EXAMPLES // 20 and len(REPEATS) >= EXAMPLES // 5

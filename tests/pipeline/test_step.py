@@ -157,3 +157,65 @@ def test_an_expiry_due_in_the_batch_of_a_re_registration_keeps_the_fresh_entry()
     assert _addrs(after) == {0: "10.0.0.1:1"} and deadline == late + 10_001
     kinds = [c["kind"] for c in json.loads(by_table(rows)[t.ROUTE_CHANGES.name]["body"])]
     assert kinds.index("BROKER_EXPIRED") < kinds.index("BROKER_REGISTERED")
+
+
+# ---------------------------------------------------------------- repeated registrations (published small)
+
+def _repeat_of(full, offsets, ts):
+    from routeinfo.state import topic_keys_digest
+    return ev.repeated_registration_event(full, offsets, topic_keys_digest(full["topicConfigTable"]), timestamp=ts)
+
+
+def test_a_repeat_of_a_live_registration_refreshes_it_without_its_body():
+    full = reg("broker-a", 0, "10.0.0.1:1", tps=topics("Base", "T"))
+    state, _, _ = run_group("broker-a", [record({**full, "timestamp": T0}, 0)], None, T0, CFG)
+
+    def fetch(partition, offsets):
+        raise AssertionError("a pure liveness repeat must not read the log")
+    later = T0 + 5_000
+    new, deadline, rows = run_group("broker-a", [record(_repeat_of(full, [0], later), 1, ts=later)], state, later,
+                                    CFG, fetch=fetch)
+    assert GroupState.from_parts(*new).live[("DefaultCluster", "10.0.0.1:1")].last_update == later
+    assert deadline == later + 10_001
+    assert not [r for r in rows if r["target"] in (DEAD_LETTER, t.TOPIC_QUEUE.name)]
+
+
+def test_a_repeat_after_the_broker_expired_registers_it_again_from_the_body_it_names():
+    full = reg("broker-a", 0, "10.0.0.1:1", tps=topics("Base", "T"))
+    log = {0: ev.encode({**full, "timestamp": T0})[1]}
+    state, _, _ = run_group("broker-a", [record(log[0], 0)], None, T0, CFG)
+    later = T0 + 60_000  # past the 10 s timeout: expired before the repeat applies
+    asked = []
+
+    def fetch(partition, offsets):
+        asked.append((partition, offsets))
+        return [log.get(o) for o in offsets]
+    new, _, rows = run_group("broker-a", [record(_repeat_of(full, [0], later), 7, ts=later)], state, later, CFG,
+                             fetch=fetch)
+    assert asked == [(0, [0])]
+    assert not [r for r in rows if r["target"] == DEAD_LETTER]
+    st = GroupState.from_parts(*new)
+    assert st.broker.addrs == {0: "10.0.0.1:1"} and set(st.topics) == {"Base", "T"}
+    assert st.live[("DefaultCluster", "10.0.0.1:1")].last_update == later
+
+
+def test_a_repeat_whose_body_is_gone_or_changed_is_dead_lettered_with_the_reason():
+    full = reg("broker-a", 0, "10.0.0.1:1", tps=topics("Base", "T"))
+    other = reg("broker-a", 0, "10.0.0.1:1", tps=topics("Base", "U"))
+    for log, why in (({}, "no longer in the event log"),
+                     ({0: ev.encode({**other, "timestamp": T0})[1]}, "other topics than the one repeated"),
+                     ({0: b"{}"}, "not the registration it repeats")):
+        later = T0 + 60_000
+        new, _, rows = run_group("broker-a", [record(_repeat_of(full, [0], later), 7, ts=later)], None, later, CFG,
+                                 fetch=lambda p, offsets, log=log: [log.get(o) for o in offsets])
+        dead = [r for r in rows if r["target"] == DEAD_LETTER]
+        assert new is None and len(dead) == 1 and dead[0]["offset"] == 7, (why, rows)
+        assert why in dead[0]["body"] and "not applied" in dead[0]["body"], dead[0]["body"]
+
+
+def test_a_repeat_carries_no_topic_table():
+    small = _repeat_of(reg("broker-a", 0, "10.0.0.1:1", tps=topics("Base", "T")), [3], T0)
+    assert "topicConfigTable" not in small and small["repeats"]["offsets"] == [3]
+    bad = {**small, "topicConfigTable": {}}
+    _, _, rows = run_group("broker-a", [record(bad, 0)], None, T0, CFG)
+    assert "carries no topicConfigTable" in rows[0]["body"]

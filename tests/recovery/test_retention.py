@@ -34,6 +34,18 @@ def _log_starts(bootstrap: str, topic: str) -> dict[int, int]:
         c.close()
 
 
+def _set_retention(bootstrap: str, topic: str, ms: int) -> None:
+    """The topic's retention (and segment roll) time, changed while it runs, as an operator would:
+    short only while the job is down, so that what the job should read is never removed first."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                            configs={"retention.ms": str(ms), "segment.ms": str(ms)})])
+    finally:
+        admin.close()
+
+
 def _lost_metric(url: str) -> float:
     total = 0.0
     for line in requests.get(url + "/metrics", timeout=10).text.splitlines():
@@ -50,7 +62,7 @@ def test_a_job_down_past_the_retention_says_what_it_lost_and_the_fleet_restores_
     kafka = embedded_kafka.start_kafka(port, tmp_path / "kafka", tmp_path / "kafka.log", retention_check_ms=500)
     p = None
     try:
-        p = Pipeline(spark, f"127.0.0.1:{port}", tmp_path / "ns", NAMESRV_KAFKA_RETENTION_MS=str(RETENTION_MS))
+        p = Pipeline(spark, f"127.0.0.1:{port}", tmp_path / "ns")
         p.start_job().start_http()
         a, b, c = "127.0.0.1:33911", "127.0.0.1:33921", "127.0.0.1:33931"
         fleet = {"rt-a": (a, topics("RtTopic", "RtA")), "rt-b": (b, topics("RtTopic", "RtB"))}
@@ -58,6 +70,7 @@ def test_a_job_down_past_the_retention_says_what_it_lost_and_the_fleet_restores_
         assert p.write("PUT", "/kv/rtns/kept", {"value": "read-in-time"}) == (200, {"value": "read-in-time"})
 
         p.stop_job()
+        _set_retention(p.cfg.bootstrap, p.cfg.kafka_topic, RETENTION_MS)
         # While the job is down: an admin's KV write (accepted, not applied), a new broker's first
         # registration, and a re-registration of rt-a with one more topic.
         status, body = p.write("PUT", "/kv/rtns/dropped?wait=false", {"value": "never-applied"})
@@ -77,6 +90,7 @@ def test_a_job_down_past_the_retention_says_what_it_lost_and_the_fleet_restores_
             return all(starts.get(part, 0) > off for part, off in lost)
         p.wait_for(removed, 60, "the retention to remove what was published while the job was down")
         removed_after = time.monotonic() - down_at
+        _set_retention(p.cfg.bootstrap, p.cfg.kafka_topic, 3_600_000)  # nothing more goes while the job catches up
 
         caplog.set_level(logging.WARNING)
         p.start_job()

@@ -74,9 +74,10 @@ class RecordingLog(InMemoryLog):
         return super().publish(events)
 
 
-def _front(tmp_path, store_of, wait_ms: int = 3000) -> tuple[FrontThread, Any, RecordingLog]:
+def _front(tmp_path, store_of, wait_ms: int = 3000, coalesce_ms: int = 1000) -> tuple[FrontThread, Any, RecordingLog]:
     cfg = load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_REMOTING_PORT": "0",
-                       "NAMESRV_REMOTING_WRITE_WAIT_MS": str(wait_ms)})
+                       "NAMESRV_REMOTING_WRITE_WAIT_MS": str(wait_ms),
+                       "NAMESRV_REMOTING_HEARTBEAT_COALESCE_MS": str(coalesce_ms)})
     log = RecordingLog(cfg.broker_timeout_ms)
     store = store_of(log)
     return FrontThread(Front(cfg, store, lambda: log)), store, log  # type: ignore[arg-type]
@@ -134,11 +135,12 @@ def test_a_write_not_served_within_the_bound_is_answered_at_the_bound(tmp_path):
 
 
 @pytest.mark.parametrize("other_connection", [False, True])
-def test_a_repeated_registration_is_published_again_and_a_changed_one_is_checked_again(tmp_path, other_connection):
+def test_a_repeated_registration_is_published_small_and_a_changed_one_is_checked_again(tmp_path, other_connection):
     """The same REGISTER_BROKER re-sent (a default broker's every 30 s) is accepted and published
-    with its own receive time, as the first was; a request that differs in any byte is checked
-    by the contract again, on this connection or another."""
-    front, _, log = _front(tmp_path, lambda log: log)
+    with its own receive time as a small event naming the served registration it repeats, not
+    its body again; a request that differs in any byte is checked by the contract again, on this
+    connection or another."""
+    front, _, log = _front(tmp_path, lambda log: log, coalesce_ms=50)
     good = _registration(7, {"T-7": {"readQueueNums": 4, "writeQueueNums": 4}, "U-7": {}})
     bad = _registration(7, {"T-7": {"readQueueNums": -1, "writeQueueNums": 4}, "U-7": {}})
     try:
@@ -146,15 +148,44 @@ def test_a_repeated_registration_is_published_again_and_a_changed_one_is_checked
             assert c.call(codes.REGISTER_BROKER, *good).code == codes.SUCCESS
             time.sleep(0.01)
             assert c.call(codes.REGISTER_BROKER, *good).code == codes.SUCCESS
+            time.sleep(0.2)  # past the coalescing window: published
             refused = (c2 if other_connection else c).call(codes.REGISTER_BROKER, *bad)
             assert c.call(codes.REGISTER_BROKER, *good).code == codes.SUCCESS
+            time.sleep(0.2)
         assert refused.code == codes.SYSTEM_ERROR
         assert "readQueueNums=-1 is outside" in (refused.remark or "")
         regs = [e for e in log.events if e["type"] == ev.REGISTER_BROKER]
-        assert len(regs) == 3
-        assert regs[0]["timestamp"] < regs[1]["timestamp"]
-        same = [{k: v for k, v in e.items() if k != "timestamp"} for e in regs]
-        assert same[0] == same[1] == same[2]
+        assert len(regs) == 3, regs
+        full, small = regs[0], regs[1:]
+        assert set(full["topicConfigTable"]) == {"T-7", "U-7"}
+        assert all("topicConfigTable" not in e and e["repeats"]["offsets"] == [0] for e in small), small
+        assert full["timestamp"] < small[0]["timestamp"] < small[1]["timestamp"]
+        header = {k: v for k, v in full.items() if k not in ("timestamp", "topicConfigTable")}
+        assert all({k: v for k, v in e.items() if k not in ("timestamp", "repeats")} == header for e in small)
+        assert log.current.live_by_addr[("C", "10.0.0.7:10911")]["lastUpdateTimestamp"] >= small[1]["timestamp"] - 5
+    finally:
+        front.stop()
+
+
+def test_a_repeat_after_its_broker_expired_is_published_whole(tmp_path):
+    """A broker silent past its timeout is gone from the served cut: its next repeat is published
+    with its body again (and registers it), and later repeats name that one."""
+    front, _, log = _front(tmp_path, lambda log: log, coalesce_ms=50)
+    reg = registration_request(cluster="C", broker_name="b-8", broker_id=0, addr="10.0.0.8:10911",
+                               topics={"T-8": {}, "U-8": {}}, ext={"heartbeatTimeoutMillis": "300"})
+    try:
+        with RemotingClient(front.addr) as c:
+            assert c.call(codes.REGISTER_BROKER, *reg).code == codes.SUCCESS
+            time.sleep(0.5)
+            log.publish([])  # a batch at the wall clock: the silent broker expires
+            assert "b-8" not in log.current.brokers
+            assert c.call(codes.REGISTER_BROKER, *reg).code == codes.SUCCESS
+            assert "b-8" in log.current.brokers
+            assert c.call(codes.REGISTER_BROKER, *reg).code == codes.SUCCESS
+            time.sleep(0.2)
+        regs = [e for e in log.events if e["type"] == ev.REGISTER_BROKER]
+        assert ["repeats" in e for e in regs] == [False, False, True], regs
+        assert regs[2]["repeats"]["offsets"] == [1]  # the second full one
     finally:
         front.stop()
 
