@@ -71,6 +71,7 @@ class Registered:
     header: dict[str, Any] = field(default_factory=dict)  # the registration's event without its topic table
     topic_keys: str = ""  # the digest of its topic names (routeinfo.state.topic_keys_digest)
     published_at: float = 0.0  # monotonic: repeats name it for the front's repeat horizon (REPEAT_HORIZON_S)
+    mark: LogMark | None = None  # where the job stood when it was published: a log reset since voids it
 
 
 @dataclass
@@ -437,7 +438,7 @@ class Front:
         conn.registered[key] = Registered(
             event["brokerName"], event["brokerId"], generation, coords, fingerprint,
             {k: v for k, v in event.items() if k not in ("topicConfigTable", "timestamp")},
-            topic_keys_digest(event["topicConfigTable"]), time.monotonic())
+            topic_keys_digest(event["topicConfigTable"]), time.monotonic(), mark)
         stale = requests.stale_epoch(self.store.current, event)
         if stale:  # RocketMQ removes the refused address's live entry: its channel no longer unregisters it
             self._owner.pop(key, None)
@@ -463,7 +464,9 @@ class Front:
         if it changes something, and becomes what later repeats name."""
         if time.monotonic() - mine.published_at > self._repeat_horizon_s or len({p for p, _ in mine.coords}) != 1:
             return False
-        return self.store.serves(mine.coords) and requests.repeat_shown_by(
+        if _reset_since(mine.mark, self.store.served_mark(), mine.coords[0][0]):
+            return False  # the log it was published in is gone: its offsets name other records now
+        return self.store.serves(mine.coords, mine.mark) and requests.repeat_shown_by(
             self.store.current, mine.header, mine.topic_keys, prune=self.cfg.delete_topic_with_broker_registration)
 
     def _repeat(self, mine: Registered) -> Reply:
@@ -631,6 +634,13 @@ def _settle(done: asyncio.Future[Any], result: Any) -> None:
         done.set_exception(result)
     else:
         done.set_result(result)
+
+
+def _reset_since(then: LogMark | None, now: LogMark, partition: int) -> bool:
+    """Whether the job counted a reset of `partition`'s log since `then` (a mark taken before a publish)."""
+    if then is None or then.resets is None or now.resets is None:
+        return False
+    return now.resets.get(str(partition), 0) > then.resets.get(str(partition), 0)
 
 
 def _now_ms() -> int:

@@ -90,6 +90,9 @@ class InMemoryLog:
     def mark(self) -> LogMark:
         return LogMark({}, {})  # one log, never reset
 
+    def served_mark(self) -> LogMark:
+        return LogMark({}, {})  # one log, never reset
+
     def serves(self, coords: list[tuple[int, int]], mark: LogMark | None = None) -> bool:
         return True  # every publish is served before it returns
 

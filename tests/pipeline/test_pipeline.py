@@ -105,7 +105,7 @@ def test_silent_brokers_expire_and_take_their_group_with_them(pipe, figures):
     # gone, so the job reads the body it names back from Kafka and registers the master again.
     from routeinfo.state import topic_keys_digest
     from schemas import events as ev
-    (partition, offset) = coords[0]
+    offset = coords[0][1]
     pipe.wait_served(pipe.publish([ev.repeated_registration_event(
         registration, [offset], topic_keys_digest(registration["topicConfigTable"]), timestamp=int(time.time() * 1000))]))
     status, body = route(pipe, "ExpiryTopic")

@@ -15,6 +15,8 @@ from deltalake import DeltaTable
 
 from ops import embedded_kafka
 from ops.net import free_port
+from routeinfo.state import topic_keys_digest
+from schemas import events as ev
 from tests.harness import Pipeline
 from tests.helpers import reg, topics
 
@@ -78,8 +80,8 @@ def test_a_job_down_past_the_retention_says_what_it_lost_and_the_fleet_restores_
         ((kv_partition, kv_offset),) = [(o["partition"], o["offset"]) for o in body["offsets"]]
         fleet["rt-c"] = (c, topics("RtNew", "RtC"))
         fleet["rt-a"] = (a, topics("RtTopic", "RtA", "RtA2"))
-        lost = p.publish([reg("rt-c", 0, c, tps=fleet["rt-c"][1], cluster="RtCluster"),
-                          reg("rt-a", 0, a, tps=fleet["rt-a"][1], cluster="RtCluster", counter=2)])
+        first_c = reg("rt-c", 0, c, tps=fleet["rt-c"][1], cluster="RtCluster")
+        lost = p.publish([first_c, reg("rt-a", 0, a, tps=fleet["rt-a"][1], cluster="RtCluster", counter=2)])
         lost.append((kv_partition, kv_offset))
         down_at = time.monotonic()
 
@@ -116,6 +118,15 @@ def test_a_job_down_past_the_retention_says_what_it_lost_and_the_fleet_restores_
         # What was lost is not applied; what the job had read is kept.
         assert p.get("/kv/rtns/dropped")[0] == 404
         assert p.get("/kv/rtns/kept") == (200, {"value": "read-in-time"})
+        assert p.get("/topics/RtNew/route")[0] == 404
+        # A repeat of the lost registration, published small as the remoting front does, names a
+        # body the log no longer holds: dead-lettered with that reason, and nothing registered.
+        repeat_at = p.publish([ev.repeated_registration_event(
+            first_c, [lost[0][1]], topic_keys_digest(first_c["topicConfigTable"]), timestamp=int(time.time() * 1000))])
+        p.wait_served(repeat_at)
+        said = [r["reason"] for r in DeltaTable(table).to_pyarrow_table().to_pylist()
+                if (r["partition"], r["offset"]) == repeat_at[0]]
+        assert len(said) == 1 and "no longer in the event log" in said[0], said
         assert p.get("/topics/RtNew/route")[0] == 404
         # The fleet's next re-registrations (every 30 s in RocketMQ) restore every route.
         p.wait_served(p.publish([reg(n, 0, addr, tps=tps, cluster="RtCluster", counter=3)

@@ -276,3 +276,39 @@ def test_a_storm_of_registrations_does_not_hold_back_reads(tmp_path):
         for s in socks:
             s.close()
         front.stop()
+
+
+class ResetStore(HeldStore):
+    """HeldStore whose job counts `resets` log resets of partition 0 (a wiped or recreated log)."""
+
+    def __init__(self, log: InMemoryLog) -> None:
+        super().__init__(log)
+        self.resets = 0
+        self.upto = 10**9  # everything published is served
+
+    def mark(self) -> LogMark:
+        return LogMark({}, {"0": self.resets})
+
+    def served_mark(self) -> LogMark:
+        return LogMark({"0": self.upto}, {"0": self.resets})
+
+
+def test_a_repeat_after_a_log_reset_is_published_whole(tmp_path):
+    """The registration a repeat would name was published into a log that went back since (the
+    job counted a reset): its offsets name other records now, so the repeat goes out whole."""
+    front, store, log = _front(tmp_path, ResetStore, coalesce_ms=50)
+    reg = _registration(9)
+    try:
+        with RemotingClient(front.addr) as c:
+            assert c.call(codes.REGISTER_BROKER, *reg).code == codes.SUCCESS
+            assert c.call(codes.REGISTER_BROKER, *reg).code == codes.SUCCESS  # small
+            time.sleep(0.2)
+            store.resets = 1
+            assert c.call(codes.REGISTER_BROKER, *reg).code == codes.SUCCESS  # whole
+            assert c.call(codes.REGISTER_BROKER, *reg).code == codes.SUCCESS  # small, naming the new one
+            time.sleep(0.2)
+        regs = [e for e in log.events if e["type"] == ev.REGISTER_BROKER]
+        assert ["repeats" in e for e in regs] == [False, True, False, True], regs
+        assert regs[3]["repeats"]["offsets"] == [2]  # the whole one after the reset (the first small is at 1)
+    finally:
+        front.stop()
