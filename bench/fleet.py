@@ -3,9 +3,9 @@
 The fleet is `bench/broker_fleet.py`'s: each broker on its own connection and its own timer, its
 registration holding a default broker's 13 system topics beside its own, and a client for every
 10 brokers looking up 10 topics every 30 s. Measured in phases after one registration of every
-broker: the re-registrations every 30 s alone (`register`, the liveness path), the same with every
-broker's GET_BROKER_CLUSTER_INFO every 5 s (`register+106`, the whole default 5.x fleet), and
-904s every 30 s instead of the re-registrations (`heartbeat`).
+broker: the re-registrations every 30 s alone (`register`, the liveness path), 904s every 30 s
+instead of them (`heartbeat`), and the re-registrations with every broker's GET_BROKER_CLUSTER_INFO
+every 5 s (`register+106`, the whole default 5.x fleet).
 """
 
 from __future__ import annotations
@@ -18,8 +18,11 @@ from typing import Any
 from bench import broker_fleet, versus
 from remoting.client import RemotingClient
 
-PHASES = (("register", versus.REGISTER, False), ("register+106", versus.REGISTER, True),
-          ("heartbeat", versus.HEARTBEAT, False))
+# The 106 phase last: a side that cannot answer every broker's 106 every 5 s (RocketMQ's NameServer
+# at 10,000 brokers) still works off their backlog for minutes after the fleet stops asking, which
+# a phase after it would be charged for.
+PHASES = (("register", versus.REGISTER, False), ("heartbeat", versus.HEARTBEAT, False),
+          ("register+106", versus.REGISTER, True))
 SETTLE_S = 30.0  # one whole period of the fleet before a phase is measured
 
 
