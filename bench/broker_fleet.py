@@ -272,11 +272,12 @@ class BrokerFleet:
         self._bconns, self._cconns = conns[:self.broker_conns], conns[self.broker_conns:]
         self._wave_done = asyncio.Event()
         self.started = time.monotonic()
+        sent_ms = int(time.time() * 1000)
         await self._first_wave(list(range(self.brokers)))
         self.register_s = time.monotonic() - self.started
-        registered_ms = int(time.time() * 1000)
-        # every address is in it from now on: the bench's thread copies it while the timers run
-        self.stats.last_sent.update({broker_addr(g): [registered_ms] for g in range(self.brokers)})
+        # every address is in it from now on (the bench's thread copies it while the timers run),
+        # with the time its first registration was sent: at the wave's start, not its end
+        self.stats.last_sent.update({broker_addr(g): [sent_ms] for g in range(self.brokers)})
         self._ready.set()
         await self._loop.run_in_executor(None, self._started_timers.wait)
         if not self._stop.is_set():
