@@ -77,14 +77,13 @@ class LivenessLedger:
         if key is None or not ev.is_broker_group(key):
             return False  # KV and runtime switches: changes, and no broker group of theirs
         if event_type == ev.BROKER_HEARTBEAT:
-            return self._heartbeat(key, value, record_time_ms)
+            return self._heartbeat(key, _decode(value), record_time_ms)
         if event_type == ev.REGISTER_BROKER:
             return self._registration(key, value, record_time_ms)
         self.groups.pop(key, None)  # an unregistration or an admin write: the group changed
         return False
 
-    def _heartbeat(self, group: str, value: bytes | None, now_ms: int) -> bool:
-        raw = _decode(value)
+    def _heartbeat(self, group: str, raw: Mapping[str, Any] | None, now_ms: int) -> bool:
         if raw is not None:
             known = self.groups.get(group)
             entry = None if known is None else known.addresses.get((str(raw.get("clusterName")),
@@ -99,7 +98,7 @@ class LivenessLedger:
             # published small by the remoting front because it repeats its address's previous
             # registration: a liveness signal like a heartbeat (one that needs its body after
             # all, the address having expired meanwhile, is served up to the deferral later)
-            return self._heartbeat(group, value, now_ms)
+            return self._heartbeat(group, raw, now_ms)
         if raw is None or raw.get("chunk") is not None:
             self.groups.pop(group, None)  # unreadable (the step dead-letters it) or a chunk: a change
             return False

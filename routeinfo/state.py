@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,10 +155,10 @@ class GroupState:
 
 
 
-def topic_keys_digest(table: dict[str, Any]) -> str:
-    """Order-independent digest of a topic table's names (re-registrations compare it)."""
+def topic_keys_digest(names: Iterable[str]) -> str:
+    """Order-independent digest of topic names (a topic table's keys; re-registrations compare it)."""
     h = hashlib.blake2b(digest_size=16)
-    for name in sorted(table):
+    for name in sorted(names):
         h.update(name.encode())
         h.update(b"\0")
     return h.hexdigest()

@@ -15,8 +15,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from routeinfo.state import topic_keys_digest
+
 QUEUE_FIELDS = ("brokerName", "perm", "readQueueNums", "topicSysFlag", "writeQueueNums")
-_NO_TOPICS = "cae66941d9efbd404e4d88758ea67670"  # topic_keys_digest({}): blake2b-128 of nothing
 
 
 class TopicIndex(Mapping):
@@ -102,16 +103,11 @@ class TopicIndex(Mapping):
         share a topic_queue version)."""
         keys = self._group_keys
         if keys is None:
-            import hashlib
-            digests: dict[int, Any] = {}
+            names: dict[int, list[str]] = {}
             for topic, code in zip(self._topic.to_pylist(), self._broker_codes.tolist(), strict=True):
-                h = digests.get(code)
-                if h is None:
-                    h = digests[code] = hashlib.blake2b(digest_size=16)
-                h.update(topic.encode())  # the rows are sorted by topic, as the digest's names are
-                h.update(b"\0")
-            keys = self._group_keys = {self._brokers[c]: h.hexdigest() for c, h in digests.items()}
-        return keys.get(broker_name) or _NO_TOPICS
+                names.setdefault(code, []).append(topic)
+            keys = self._group_keys = {self._brokers[c]: topic_keys_digest(ns) for c, ns in names.items()}
+        return keys.get(broker_name) or topic_keys_digest(())
 
     def row_count(self) -> int:
         return int(self._n)
