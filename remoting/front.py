@@ -36,7 +36,7 @@ from routeinfo.state import topic_keys_digest
 from schemas import events as ev
 from schemas.fields import MASTER_ID, InvalidInput
 from schemas.metrics import RemotingMetrics, remoting_role, write_metrics_file
-from snapshots.freshness import LogMark, includes
+from snapshots.freshness import LogMark, includes, reset_since
 
 log = logging.getLogger("namesrv.remoting")
 NOT_READY = "name server not ready"
@@ -68,8 +68,7 @@ class Registered:
     generation: int
     coords: list[tuple[int, int]]  # where the (full) registration is in the event log
     fingerprint: bytes = b""  # of the request (requests.fingerprint): its repeats are published small
-    header: dict[str, Any] = field(default_factory=dict)  # the registration's event without its topic table
-    topic_keys: str = ""  # the digest of its topic names (routeinfo.state.topic_keys_digest)
+    repeat: dict[str, Any] = field(default_factory=dict)  # the small event naming it (without a timestamp)
     published_at: float = 0.0  # monotonic: repeats name it for the front's repeat horizon (REPEAT_HORIZON_S)
     mark: LogMark | None = None  # where the job stood when it was published: a log reset since voids it
 
@@ -437,8 +436,8 @@ class Front:
         self._owner[key] = (conn.ident, generation)
         conn.registered[key] = Registered(
             event["brokerName"], event["brokerId"], generation, coords, fingerprint,
-            {k: v for k, v in event.items() if k not in ("topicConfigTable", "timestamp")},
-            topic_keys_digest(event["topicConfigTable"]), time.monotonic(), mark)
+            ev.repeated_registration_event(event, [o for _, o in coords], topic_keys_digest(event["topicConfigTable"])),
+            time.monotonic(), mark)
         stale = requests.stale_epoch(self.store.current, event)
         if stale:  # RocketMQ removes the refused address's live entry: its channel no longer unregisters it
             self._owner.pop(key, None)
@@ -449,11 +448,8 @@ class Front:
             self._unregister_closed(key, conn, conn.registered[key])
             return Reply(codes.SUCCESS)
         snap = (await self._served(coords, mark)) if changes and not stale else self.store.current
-        ext: dict[str, str] = {}
-        if event["brokerId"] != MASTER_ID and not stale:  # a refused epoch gets an empty result, as in RocketMQ
-            master = route_reads.master_of(snap, event["brokerName"], event["clusterName"])
-            ext.update({k: v for k, v in master.items() if v is not None})
-        return Reply(codes.SUCCESS, ext=ext, body=replies.order_topic_config(snap))
+        # a refused epoch gets an empty result, as in RocketMQ
+        return _registered(snap, event["brokerName"], event["clusterName"], None if stale else event["brokerId"])
 
     def _repeats_small(self, mine: Registered) -> bool:
         """Whether a repeat of `mine` goes out small (naming `mine` instead of carrying its body):
@@ -464,24 +460,19 @@ class Front:
         if it changes something, and becomes what later repeats name."""
         if time.monotonic() - mine.published_at > self._repeat_horizon_s or len({p for p, _ in mine.coords}) != 1:
             return False
-        if _reset_since(mine.mark, self.store.served_mark(), mine.coords[0][0]):
+        served = self.store.served_mark()
+        if reset_since(mine.mark, served, mine.coords[0][0]):
             return False  # the log it was published in is gone: its offsets name other records now
-        return self.store.serves(mine.coords, mine.mark) and requests.repeat_shown_by(
-            self.store.current, mine.header, mine.topic_keys, prune=self.cfg.delete_topic_with_broker_registration)
+        return includes(served, mine.coords, mine.mark) and requests.repeat_shown_by(
+            self.store.current, mine.repeat, prune=self.cfg.delete_topic_with_broker_registration)
 
     def _repeat(self, mine: Registered) -> Reply:
         """A repeat published small, coalesced with the address's liveness signals and answered at
         once from the served cut, as a repeat of a served registration was before."""
-        event = ev.repeated_registration_event(mine.header, [o for _, o in mine.coords], mine.topic_keys,
-                                               timestamp=_now_ms())
-        self._heartbeats[(mine.header["clusterName"], mine.header["brokerAddr"])] = event
+        small = mine.repeat
+        self._heartbeats[(small["clusterName"], small["brokerAddr"])] = {**small, "timestamp": _now_ms()}
         self.metrics.repeats_published_small.inc()
-        snap = self.store.current
-        ext: dict[str, str] = {}
-        if mine.broker_id != MASTER_ID:
-            master = route_reads.master_of(snap, mine.broker_name, mine.header["clusterName"])
-            ext.update({k: v for k, v in master.items() if v is not None})
-        return Reply(codes.SUCCESS, ext=ext, body=replies.order_topic_config(snap))
+        return _registered(self.store.current, mine.broker_name, small["clusterName"], mine.broker_id)
 
     async def _unregister(self, conn: Connection, cmd: Command) -> Reply:
         event = requests.unregistration(cmd, _now_ms())
@@ -636,11 +627,14 @@ def _settle(done: asyncio.Future[Any], result: Any) -> None:
         done.set_result(result)
 
 
-def _reset_since(then: LogMark | None, now: LogMark, partition: int) -> bool:
-    """Whether the job counted a reset of `partition`'s log since `then` (a mark taken before a publish)."""
-    if then is None or then.resets is None or now.resets is None:
-        return False
-    return now.resets.get(str(partition), 0) > then.resets.get(str(partition), 0)
+def _registered(snap: Snapshot, broker_name: str, cluster: str, broker_id: int | None) -> Reply:
+    """REGISTER_BROKER's answer from `snap`: a slave learns its master (`broker_id` None: a refused
+    registration, which learns nothing), and every broker the ORDER_TOPIC_CONFIG table."""
+    ext: dict[str, str] = {}
+    if broker_id is not None and broker_id != MASTER_ID:
+        master = route_reads.master_of(snap, broker_name, cluster)
+        ext.update({k: v for k, v in master.items() if v is not None})
+    return Reply(codes.SUCCESS, ext=ext, body=replies.order_topic_config(snap))
 
 
 def _now_ms() -> int:

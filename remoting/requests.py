@@ -120,17 +120,17 @@ def shown_by(snap: Snapshot, event: dict[str, Any], *, prune: bool) -> bool:
                for topic in event["topicConfigTable"])
 
 
-def repeat_shown_by(snap: Snapshot, header: dict[str, Any], topic_keys: str, *, prune: bool) -> bool:
-    """`shown_by` for a repeat of a registration (its header and the digest of its topic names,
-    routeinfo.state.topic_keys_digest): whose topic table counts (the master's, or a group
-    without one: a prime slave's) must name exactly the group's topics in the cut, or the rules
-    would add some."""
-    if prune or not header_shown_by(snap, header):
+def repeat_shown_by(snap: Snapshot, repeat: dict[str, Any], *, prune: bool) -> bool:
+    """`shown_by` for a repeat published small (schemas.events.repeated_registration_event: the
+    registration's header and the digest of its topic names): whose topic table counts (the
+    master's, or a group without one: a prime slave's) must name exactly the group's topics in
+    the cut, or the rules would add some."""
+    if prune or not header_shown_by(snap, repeat):
         return False
-    bd = snap.brokers[header["brokerName"]]
-    if header["brokerId"] != MASTER_ID and str(MASTER_ID) in bd["brokerAddrs"]:
+    bd = snap.brokers[repeat["brokerName"]]
+    if repeat["brokerId"] != MASTER_ID and str(MASTER_ID) in bd["brokerAddrs"]:
         return True  # a slave's topics are not applied while the group has a master
-    return snap.topics.topic_keys_of(header["brokerName"]) == topic_keys
+    return bool(snap.topics.topic_keys_of(repeat["brokerName"]) == repeat["repeats"]["topicKeys"])
 
 
 def header_shown_by(snap: Snapshot, event: dict[str, Any]) -> bool:

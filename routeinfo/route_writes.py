@@ -68,9 +68,11 @@ class NeedsBody(Exception):
     caller reads the registration it repeats from the log (`offsets`, in the partition of the
     record at `log_offset`) and runs the group again with it; the group's state is not kept."""
 
-    def __init__(self, log_offset: int, offsets: list[int], topic_keys: str) -> None:
-        super().__init__(f"the repeated registration at offset {log_offset} needs the body at {offsets}")
-        self.log_offset, self.offsets, self.topic_keys = log_offset, offsets, topic_keys
+    def __init__(self, e: Mapping[str, Any]) -> None:
+        self.log_offset: int = e.get("logOffset", -1)
+        self.offsets: list[int] = e["repeats"]["offsets"]
+        self.topic_keys: str = e["repeats"]["topicKeys"]
+        super().__init__(f"the repeated registration at offset {self.log_offset} needs the body at {self.offsets}")
 
 
 Handler = Callable[[GroupState, dict[str, Any], RoutingConfig, Result], None]
@@ -120,7 +122,7 @@ def _register(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, res: Result
     if e["topicConfigTable"] is None and (st.broker is None or e["brokerId"] not in st.broker.addrs):
         # a repeat of an id the group does not hold: the single-topic guard and a first
         # registration both read the topic table
-        raise NeedsBody(e.get("logOffset", -1), e["repeats"]["offsets"], e["repeats"]["topicKeys"])
+        raise NeedsBody(e)
     stale = _stale_epoch(st, e)
     if stale is not None:
         _effects_before_refusal(st, e, res)
@@ -245,12 +247,11 @@ def _apply_topic_configs(st: GroupState, e: dict[str, Any], cfg: RoutingConfig, 
     prev_live = st.live.get((e["clusterName"], e["brokerAddr"]))
     dv_changed = prev_live is None or prev_live.data_version != e["dataVersion"]
     incoming = e["topicConfigTable"]
-    repeat: dict[str, Any] = e.get("repeats") or {}
-    keys = repeat["topicKeys"] if incoming is None else topic_keys_digest(incoming)
+    keys = e["repeats"]["topicKeys"] if incoming is None else topic_keys_digest(incoming)
     if not (register_first or dv_changed) and keys == st.topic_keys_digest():
         return  # same version, same topic names: nothing to add or drop (topic table stays encoded)
     if incoming is None:
-        raise NeedsBody(e.get("logOffset", -1), repeat["offsets"], repeat["topicKeys"])
+        raise NeedsBody(e)
     if cfg.delete_topic_with_broker_registration:
         for topic in [x for x in st.topics if x not in incoming]:
             drop_queue(st, topic, res, "QUEUE_REMOVED")

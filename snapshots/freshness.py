@@ -66,6 +66,14 @@ def includes(served: LogMark, coords: list[tuple[int, int]], mark: LogMark | Non
     return all(resets.get(p, 0) > before.get(p, 0) for p in gone)
 
 
+def reset_since(then: LogMark | None, now: LogMark, partition: int) -> bool:
+    """Whether the job counted a reset of `partition`'s log between `then` (a mark taken before a
+    publish) and `now`: offsets published before it name other records since."""
+    if then is None or then.resets is None or now.resets is None:
+        return False
+    return now.resets.get(str(partition), 0) > then.resets.get(str(partition), 0)
+
+
 def too_stale(snap: Snapshot, staleness_ms: int | None, max_staleness_ms: int | None) -> str | None:
     """Why a replica that has not read the store for `staleness_ms` should not take traffic (None:
     it may): it still answers from `snap`, but a load balancer should prefer a replica that reads."""

@@ -91,7 +91,7 @@ class InMemoryLog:
         return LogMark({}, {})  # one log, never reset
 
     def served_mark(self) -> LogMark:
-        return LogMark({}, {})  # one log, never reset
+        return LogMark({"0": self._offset}, {})  # every publish is served before it returns; one log, never reset
 
     def serves(self, coords: list[tuple[int, int]], mark: LogMark | None = None) -> bool:
         return True  # every publish is served before it returns
