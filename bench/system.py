@@ -26,17 +26,18 @@ JOB_ROLES = ("job", "job-jvm", "py-worker")
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """CPU of these processes and of their children that ended (utime + stime + cutime +
-    cstime). List the processes anew for each reading (`System.job_cpu`): a Python worker that
-    Spark ended is then still counted, in the CPU its parent collected."""
+def cpu_seconds(pids: list[int], *, children: bool = True) -> float:
+    """CPU of these processes (utime + stime) and, with `children`, of their children that ended
+    (cutime + cstime). List the processes anew for each reading (`System.job_cpu`): a Python
+    worker that Spark ended is then still counted, in the CPU its parent collected. A process
+    that is gone counts nothing."""
     total = 0
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+        total += int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children else 0)
     return total / _TICKS
 
 

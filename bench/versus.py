@@ -11,14 +11,13 @@ route disappearing (heartbeatTimeoutMillis 10 s). Every loop is bounded.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from bench import broker_fleet
+from bench.system import cpu_seconds
 from ops.procs import processes, pss_kib
 from remoting import codes
 from remoting.client import RemotingClient, registration_request
@@ -65,13 +64,13 @@ class CpuMeter:
 
     def __init__(self, pids: Callable[[], list[int]]) -> None:
         self.pids = pids
-        self.first = {pid: own_cpu_seconds(pid) for pid in pids()}
+        self.first = {pid: cpu_seconds([pid], children=False) for pid in pids()}
         self.last = dict(self.first)
 
     def look(self) -> None:
         for pid in self.pids():
             self.first.setdefault(pid, 0.0)
-            self.last[pid] = max(self.last.get(pid, 0.0), own_cpu_seconds(pid))
+            self.last[pid] = max(self.last.get(pid, 0.0), cpu_seconds([pid], children=False))
 
     def run_for(self, seconds: float) -> None:
         stop = time.monotonic() + seconds
@@ -84,18 +83,6 @@ class CpuMeter:
 
     def by_pid(self) -> dict[int, float]:
         return {pid: self.last[pid] - self.first[pid] for pid in self.last}
-
-
-def own_cpu_seconds(pid: int) -> float:
-    """A process's own CPU (utime + stime), 0 once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICKS
-
-
-_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def freshness(addr: str, probes: int, keys: dict[str, str]) -> dict[str, Any]:

@@ -171,11 +171,16 @@ def start_namesrv(port: int | None = None, *, timeout_s: float = 60.0, heap: str
     conf.write_text("\n".join([f"listenPort={port}", "bindAddress=127.0.0.1", f"kvConfigPath={home}/kvConfig.json",
                                "defaultThreadPoolNums=2", "clientRequestThreadPoolNums=2", "serverWorkerThreads=2",
                                "serverSelectorThreads=1", ""]))
-    p = spawn("namesrv", java("org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf), home=home,
-                               logback="rmq.namesrv.logback.xml", heap=heap,
-                               opts=[*([f"-XX:MaxDirectMemorySize={direct_memory}",
-                                        "-Dio.netty.allocator.numDirectArenas=1"] if direct_memory else []),
-                                     *(["-XX:TieredStopAtLevel=4"] if full_jit else [])], line=line), home)
+    return _run_namesrv(java("org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf), home=home,
+                             logback="rmq.namesrv.logback.xml", heap=heap,
+                             opts=[*([f"-XX:MaxDirectMemorySize={direct_memory}",
+                                      "-Dio.netty.allocator.numDirectArenas=1"] if direct_memory else []),
+                                   *(["-XX:TieredStopAtLevel=4"] if full_jit else [])], line=line),
+                        home, port, line, timeout_s)
+
+
+def _run_namesrv(argv: list[str], home: Path, port: int, line: str, timeout_s: float) -> JavaProcess:
+    p = spawn("namesrv", argv, home)
     p.addr = f"127.0.0.1:{port}"
     p.extra = {"line": line}
     return _await(p, port, "The Name Server boot success", timeout_s)
@@ -203,10 +208,7 @@ def start_namesrv_as_shipped(port: int | None = None, *, timeout_s: float = 60.0
     argv = ["java", *RUNSERVER_OPTS, gc_log, *_OPENS, f"-Duser.home={home}", f"-Drocketmq.home.dir={home}",
             "-Drmq.logback.configurationFile=rmq.namesrv.logback.xml", "-cp", classpath(None, line),
             "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf)]
-    p = spawn("namesrv", argv, home)
-    p.addr = f"127.0.0.1:{port}"
-    p.extra = {"line": line}
-    return _await(p, port, "The Name Server boot success", timeout_s)
+    return _run_namesrv(argv, home, port, line, timeout_s)
 
 
 def broker_port() -> int:
