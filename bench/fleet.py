@@ -21,8 +21,8 @@ from remoting.client import RemotingClient
 # The 106 phase last: a side that cannot answer every broker's 106 every 5 s (RocketMQ's NameServer
 # at 10,000 brokers) still works off their backlog for minutes after the fleet stops asking, which
 # a phase after it would be charged for.
-PHASES = (("register", versus.REGISTER, False), ("heartbeat", versus.HEARTBEAT, False),
-          ("register+106", versus.REGISTER, True))
+PHASES = (("register", broker_fleet.REGISTER, False), ("heartbeat", broker_fleet.HEARTBEAT, False),
+          ("register+106", broker_fleet.REGISTER, True))
 SETTLE_S = 30.0  # one whole period of the fleet before a phase is measured
 
 
@@ -75,7 +75,7 @@ def measure_side(addr: str, brokers: int, topics: int, seconds: float,
     """Register the fleet (timed until its last route is answered), then each phase of PHASES.
     `live`: the side's served lastUpdateTimestamp per address, sampled during the first phase's
     settling period (so its reads are not in the phase's CPU)."""
-    fleet = broker_fleet.BrokerFleet(addr, brokers, topics, mode=versus.REGISTER)
+    fleet = broker_fleet.BrokerFleet(addr, brokers, topics, mode=broker_fleet.REGISTER)
     try:
         with RemotingClient(addr, timeout_s=120) as reader:  # a lookup during a large wave may be slow, not lost
             versus.wait_route(reader, broker_fleet.user_topic(brokers - 1, topics - 1), present=True,

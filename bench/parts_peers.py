@@ -127,7 +127,7 @@ def remoting_benchmark(rep: Report, quick: bool) -> None:
 
 def versus_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> None:
     """Our system and RocketMQ's NameServer under the same fleet (bench/versus.py), one after the other."""
-    from bench import versus
+    from bench import broker_fleet, versus
     from ops import rocketmq_software as rmq
     from ops.procs import tree
     sizes, topics = sizes or ((200, 1000) if quick else (1000, 10_000)), 100
@@ -136,10 +136,10 @@ def versus_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> N
 
     def measure(addr: str, n: int, pids: Callable[[], list[int]],
                 lag: Callable[[], float] | None = None) -> dict[str, Any]:
-        fleet = versus.RemotingFleet(addr, n, topics)
+        fleet = broker_fleet.BrokerFleet(addr, n, topics, mode=broker_fleet.HEARTBEAT)
         try:
             with RemotingClient(addr) as reader:  # the last broker's routes answered: all registered
-                versus.wait_route(reader, f"VsTopic-{n - 1}-{topics - 1}", present=True, timeout_s=900)
+                versus.wait_route(reader, broker_fleet.user_topic(n - 1, topics - 1), present=True, timeout_s=900)
             registered_s = fleet.register_s
             fleet.start()
             time.sleep(min(30.0, seconds / 2))  # the heartbeats' steady state

@@ -24,13 +24,6 @@ from remoting.client import RemotingClient, registration_request
 
 CLUSTER = broker_fleet.CLUSTER
 FRESH_LIMIT_S = 60.0
-REGISTER, HEARTBEAT = broker_fleet.REGISTER, broker_fleet.HEARTBEAT
-
-
-def RemotingFleet(addr: str, brokers: int, topics: int, *, mode: str = HEARTBEAT) -> broker_fleet.BrokerFleet:
-    """The versus part's fleet: `broker_fleet.BrokerFleet` (each broker on its own connection and
-    timer), heartbeating (904) unless `mode` says otherwise."""
-    return broker_fleet.BrokerFleet(addr, brokers, topics, mode=mode)
 
 
 def wait_route(c: RemotingClient, topic: str, *, present: bool, timeout_s: float) -> float:
