@@ -8,8 +8,10 @@ materializes it as Delta rows (`table_rows`).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,12 +51,39 @@ class PendingRegistration:
     last_time: int                             # event time of the newest chunk (abandon deadline)
 
 
+# A stored topic table longer than this is kept compressed (`pack_topics`).
+PACK_OVER_BYTES = 512
+_PACKED = "z:"
+
+
+def pack_topics(table_json: str) -> str:
+    """A topic table's JSON as the state store keeps it: compressed once it is long enough.
+
+    Spark rewrites a key's whole state row whenever any part of it changes, and a heartbeat changes
+    the liveness time: every batch a fleet's topic tables travel Python → JVM (pickled) → the state
+    store's delta file, although they hardly ever change. Compressed they are a twelfth of the JSON
+    (9,323 → 740 bytes for a default broker's 113 topics), and a table is compressed only when it
+    changed and decompressed only when a rule reads it. Base64 keeps the state a string column, the
+    schema every existing checkpoint has; a table stored as plain JSON (before this) still reads."""
+    if len(table_json) <= PACK_OVER_BYTES:
+        return table_json
+    return _PACKED + base64.b64encode(zlib.compress(table_json.encode("utf-8"), 6)).decode("ascii")
+
+
+def unpack_topics(stored: str) -> str:
+    """The JSON of a topic table as `pack_topics` stored it."""
+    if stored.startswith(_PACKED):
+        return zlib.decompress(base64.b64decode(stored[len(_PACKED):])).decode("utf-8")
+    return stored
+
+
 class GroupState:
     """All route data owned by one brokerName.
 
     Persisted as two strings: a small core (broker, clusters, live, filters, pending chunks)
-    and the topic table. Heartbeats and unchanged re-registrations only decode the core; the
-    topic table is parsed on first access (`topics`) and re-encoded only if it was touched.
+    and the topic table (`pack_topics`). Heartbeats and unchanged re-registrations only decode the
+    core; the topic table is unpacked and parsed on first access (`topics`) and packed again only
+    if it was touched.
     """
 
     def __init__(self, broker_name: str, clusters: set[str] | None = None, broker: BrokerData | None = None,
@@ -69,7 +98,7 @@ class GroupState:
         self.live = live if live is not None else {}
         self.filters = filters if filters is not None else {}
         self.pending = pending if pending is not None else {}
-        # The topic table is either decoded (_topics) or still the stored JSON (_topics_json).
+        # The topic table is either decoded (_topics) or still as stored (_topics_json, `pack_topics`).
         self._topics: dict[str, dict[str, int]] = topics if topics is not None else {}
         self._topics_json = topics_json if topics is None else None
         self._topic_keys = topic_keys  # digest of the topic names, valid while _topics_json is set
@@ -77,11 +106,12 @@ class GroupState:
     @property
     def topics(self) -> dict[str, dict[str, int]]:
         if self._topics_json is not None:
-            self._topics = json.loads(self._topics_json)
+            self._topics = json.loads(unpack_topics(self._topics_json))
             self._topics_json = None
         return self._topics
 
     def has_topics(self) -> bool:
+        # a packed table is never an empty one (too short to pack)
         return self._topics_json != "{}" if self._topics_json is not None else bool(self._topics)
 
     def topic_keys_digest(self) -> str:
@@ -105,9 +135,10 @@ class GroupState:
 
     # -- persistence (flat strings: nested state schemas break applyInPandasWithState)
     def to_parts(self) -> tuple[str, str]:
-        """(core JSON, topic table JSON); an untouched topic table is returned as it was read."""
-        topics = self._topics_json if self._topics_json is not None else json.dumps(
-            self._topics, separators=(",", ":"), sort_keys=True)
+        """(core JSON, topic table as stored, `pack_topics`); an untouched topic table is returned
+        as it was read."""
+        topics = self._topics_json if self._topics_json is not None else pack_topics(json.dumps(
+            self._topics, separators=(",", ":"), sort_keys=True))
         core = {
             "brokerName": self.broker_name,
             "clusters": sorted(self.clusters),
@@ -129,6 +160,7 @@ class GroupState:
 
     @staticmethod
     def from_parts(core_json: str, topics_json: str) -> GroupState:
+        """`topics_json`: the topic table as `to_parts` stored it (packed or plain JSON)."""
         raw = json.loads(core_json)
         b = raw["broker"]
         return GroupState(
@@ -146,7 +178,7 @@ class GroupState:
     def to_json(self) -> str:
         """One string (tests and debugging); the pipeline stores `to_parts`."""
         core, topics = self.to_parts()
-        return json.dumps([json.loads(core), json.loads(topics)], separators=(",", ":"), sort_keys=True)
+        return json.dumps([json.loads(core), json.loads(unpack_topics(topics))], separators=(",", ":"), sort_keys=True)
 
     @staticmethod
     def from_json(text: str) -> GroupState:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from routeinfo import housekeeping, route_manager
-from routeinfo.state import GroupState, dump_data_version, table_rows, topic_keys_digest
+from routeinfo.state import GroupState, dump_data_version, table_rows, topic_keys_digest, unpack_topics
 from schemas import events as ev
 from schemas import fields
 from schemas import tables as t
@@ -192,4 +192,19 @@ def test_parts_round_trip_is_stable():
     s, _ = apply_at(None, [(norm(reg("b", 0, A0, tps=many(5)), 0), 1), (norm(reg("b", 1, A1), 0), 2)])
     again = _stored(s)
     assert again == s and again.to_parts() == s.to_parts()
-    assert json.loads(again.to_parts()[1]) == {k: v for k, v in s.topics.items()}
+    assert json.loads(unpack_topics(again.to_parts()[1])) == {k: v for k, v in s.topics.items()}
+
+
+def test_a_long_topic_table_is_stored_packed_and_read_back():
+    """The state store keeps a long table compressed (what every batch rewrites is the core and
+    a twelfth of the table), a short one as JSON, and reads a table stored as plain JSON by an
+    earlier version."""
+    s, _ = apply_at(None, [(norm(reg("b", 0, A0, tps=many(100)), 0), 1)])
+    core, stored = s.to_parts()
+    plain = json.dumps(s.topics, separators=(",", ":"), sort_keys=True)
+    assert stored != plain and len(stored) * 5 < len(plain) and unpack_topics(stored) == plain
+    assert _stored(s).topics == s.topics and _stored(s).has_topics()
+    earlier = GroupState.from_parts(core, plain)
+    assert earlier.topics == s.topics and earlier == s
+    small, _ = apply_at(None, [(norm(reg("b", 0, A0, tps=many(2)), 0), 1)])
+    assert small.to_parts()[1] == json.dumps(small.topics, separators=(",", ":"), sort_keys=True)
