@@ -310,7 +310,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             return None
         kind = next((v.decode("utf-8", "replace") for k, v in rec.headers or () if k == TYPE_HEADER), None)
         key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
-        liveness = self._ledger.observe(key, kind, rec.value, rec.timestamp)
+        liveness = self._ledger.observe(key, kind, rec.value, rec.timestamp, rec.offset)
         self._marks.setdefault(partition, []).append((rec.offset, liveness, rec.timestamp))
         self._observed[partition] = rec.offset + 1
         return liveness

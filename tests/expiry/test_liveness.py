@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from routeinfo.liveness import LivenessLedger
+from routeinfo.state import topic_keys_digest
 from schemas import events as ev
 
 TIMEOUT = 120_000
@@ -22,9 +23,14 @@ def registration(addr: str = "10.0.0.1:10911", *, name: str = "b", broker_id: in
     return e
 
 
-def observe(ledger: LivenessLedger, event: dict[str, Any], at: int) -> bool:
+def observe(ledger: LivenessLedger, event: dict[str, Any], at: int, offset: int | None = None) -> bool:
     key, value = ev.encode(event)
-    return ledger.observe(key.decode(), event["type"], value, at)
+    return ledger.observe(key.decode(), event["type"], value, at, offset)
+
+
+def small(full: dict[str, Any], offset: int) -> dict[str, Any]:
+    """The repeat of `full` (at `offset`) as the remoting front publishes it."""
+    return ev.repeated_registration_event(full, [offset], topic_keys_digest(full["topicConfigTable"]))
 
 
 def ledger() -> LivenessLedger:
@@ -140,3 +146,38 @@ def test_clear_forgets_everything():
     assert not observe(led, registration(), T0)
     led.clear()
     assert not observe(led, registration(), T0 + 1)
+
+
+def test_a_heartbeat_after_half_a_timeout_of_silence_refreshes_nothing_the_next_repeat_relies_on():
+    # the address may have expired unseen: RocketMQ ignores a heartbeat of an unknown broker, and
+    # the registration after it adds the broker again
+    led = ledger()
+    assert not observe(led, registration(), T0)
+    hb = ev.heartbeat_event(cluster="C", broker_name="b", broker_id=None, addr="10.0.0.1:10911")
+    assert observe(led, hb, T0 + TIMEOUT + 1)
+    assert not observe(led, registration(), T0 + TIMEOUT + 2)
+    assert observe(led, registration(), T0 + TIMEOUT + 3)
+
+
+def test_a_small_repeat_is_a_signal_when_it_names_the_registration_the_ledger_saw():
+    led = ledger()
+    full = registration()
+    assert not observe(led, full, T0, offset=7)
+    assert observe(led, small(full, 7), T0 + 30_000, offset=9)
+    assert observe(led, registration(), T0 + 60_000, offset=11)  # and it kept the address fresh
+
+
+def test_a_small_repeat_that_contradicts_what_the_ledger_saw_is_a_change():
+    for between, named in ((None, 6), (ev.unregister_broker_event(cluster="C", broker_name="b", broker_id=0,
+                                                                  addr="10.0.0.1:10911"), 7)):
+        led = ledger()
+        full = registration()
+        assert not observe(led, full, T0, offset=7)
+        if between is not None:
+            assert not observe(led, between, T0 + 1, offset=8)
+        assert not observe(led, small(full, named), T0 + 30_000, offset=9), (between, named)
+
+
+def test_a_small_repeat_of_a_group_not_seen_since_the_start_is_taken_at_the_fronts_word():
+    # the front publishes one only for a registration its served cut shows
+    assert observe(ledger(), small(registration(), 3), T0, offset=9)
