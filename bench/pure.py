@@ -64,7 +64,7 @@ def step_costs(groups: int, topics: int, *, sample: int = 200) -> dict[str, Any]
 
 def write_warehouse(root: Path, groups: int, topics: int) -> Path:
     """A warehouse whose topic_queue holds groups × topics rows, written by the real sink."""
-    sink = DeltaSink(root / "delta", root / "checkpoint", retention_ms=7 * 86_400_000, maintenance_interval_ms=10**12)
+    sink = DeltaSink(root / "delta", retention_ms=7 * 86_400_000, maintenance_interval_ms=10**12)
     sink.ensure_tables()
     now = int(time.time() * 1000)
     batch: list[dict[str, Any]] = []

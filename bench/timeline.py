@@ -25,7 +25,7 @@ from serving.fastpath import SNAPSHOT_HEADER
 
 # A batch's phases in order: (the instant that ends it, its name).
 BATCH = (("trigger", "trigger wait"), ("admitted", "source: offsets and admission"),
-         ("planned", "offset log written"), ("sinkCalled", "batch planning"),
+         ("planned", "offset log written, partitions asked"), ("sinkCalled", "batch planning"),
          ("stateDone", "source read, stateful stage, state commit"), ("tablesDone", "Delta commits (state tables)"),
          ("cutDone", "cut commit (snapshots row)"), ("time", "progress record"))
 # A job's start-up phases in order (`_job.json`), then its query's start (`startedAt`).

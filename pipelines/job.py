@@ -167,9 +167,9 @@ def start_query(spark: Any, cfg: Config, *, query_name: str = QUERY_NAME,
     step_cfg = StepConfig.from_config(cfg)
     state_import = state_layout.prepare(spark, cfg.checkpoint_dir, cfg.state_buckets, step_cfg.routing,
                                         can_import=events is None and cfg.kafka_source == "python")
-    sink = DeltaSink(cfg.warehouse, cfg.checkpoint_dir, retention_ms=cfg.history_retention_ms,
+    sink = DeltaSink(cfg.warehouse, retention_ms=cfg.history_retention_ms,
                      maintenance_interval_ms=cfg.maintenance_interval_ms, metrics_dir=cfg.data_dir,
-                     live_flush_ms=cfg.live_flush_ms, state_buckets=cfg.state_buckets, lease=lease,
+                     live_flush_ms=cfg.live_flush_ms, lease=lease,
                      **({"fault": fault} if fault else {}))
     sink.ensure_tables()
     sink.announce_start(start_phases)
@@ -237,7 +237,9 @@ def read_events(spark: Any, cfg: Config, state_import: StorePath | None = None,
                 .option("progressDir", str(cfg.warehouse))
                 .option("leaseDir", "" if lease is None else str(lease.root))
                 .option("writerEpoch", "0" if lease is None else str(lease.epoch))
-                .option("stateImport", "" if state_import is None else str(state_import)).load())
+                .option("stateImport", "" if state_import is None else str(state_import))
+                .option("stateBuckets", str(cfg.state_buckets))
+                .option("layoutDir", str(cfg.checkpoint_dir)).load())
     from pyspark.sql.functions import col, unix_millis
     return (spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", cfg.bootstrap).option("subscribe", cfg.kafka_topic)

@@ -27,10 +27,12 @@ from conf.store import store_path
 from eventlog.consumer import consumer, record_time, true_end
 from eventlog.topics import ensure_topic
 from pipelines import admission, state_layout
+from pipelines import buckets as bk
 from pipelines.admission import TICK, Backlog
+from pipelines.batch_context import CONTEXT_PARTITION, LOSS_PARTITION, BatchContext, loss_row_value
 from pipelines.buckets import IMPORT_PARTITION
-from pipelines.offset_log import LOG_CLOCK, LOST, RESETS, RESUMED, log_resets, lost_ranges, note_read_loss, task_batch_id
-from pipelines.state_layout import IMPORT_OFFSET
+from pipelines.offset_log import LOG_CLOCK, LOST, RESETS, RESUMED, log_resets, lost_ranges
+from pipelines.state_layout import IMPORT_OFFSET, LAYOUT
 from pipelines.writer_lease import Lease
 from routeinfo.liveness import LivenessLedger
 from schemas.events import TYPE_HEADER
@@ -64,6 +66,15 @@ class ShortLogs:
 
 RAW_SCHEMA = "partition int, offset long, timestamp long, key string, value binary"
 
+
+def received(record_time_ms: int, partition: KafkaRange) -> int:
+    """A record's time bounded by the log clock of its batch in its partition (the bounds
+    `offset_log.LogClock.receive_time` applies; the step then bounds it by its own clock)."""
+    t = record_time_ms if partition.until is None else min(record_time_ms, partition.until)
+    if partition.since is not None:
+        t = max(t, partition.since if partition.until is None else min(partition.since, partition.until))
+    return t
+
 log = logging.getLogger(__name__)
 
 
@@ -85,9 +96,28 @@ def count_resets(start: dict, end: dict) -> dict[str, int]:
 
 @dataclass
 class KafkaRange(InputPartition):
+    """Offsets [start, end) of one partition; every record read there was appended after `since`
+    and no later than `until` (the log clock of the previous batch and of this one; None: not
+    known), and is read with its time bounded so (`offset_log.LogClock.receive_time`)."""
+
     partition: int
     start: int
     end: int
+    since: int | None = None
+    until: int | None = None
+
+
+@dataclass
+class ContextRows(InputPartition):
+    """The batch's context (`pipelines/batch_context.py`), read as one row per bucket key."""
+
+    context: BatchContext
+    buckets: int
+
+    def rows(self) -> Iterator[tuple[Any, ...]]:
+        prefix = bk.bucket_prefix(self.buckets)
+        for n in range(self.buckets):
+            yield (CONTEXT_PARTITION, n, 0, f"{prefix}{n}", self.context.to_json(report=n == 0))
 
 
 @dataclass
@@ -135,12 +165,14 @@ def _drop_reader_consumer(bootstrap: str) -> None:
 
 
 class KafkaEventSource(DataSource):
-    """Options (all required): bootstrap, topic, partitions and topicConfigs (JSON: when creating the topic),
-    maxRecordsPerBatch, leaseDir and writerEpoch (the writer's role the job holds: no batch is
-    planned once it is taken over; empty: not checked), heartbeatDeferMs, triggerIntervalMs (how long a trigger that runs no batch
+    """Options (all required): bootstrap, topic, partitions and topicConfigs (JSON: when creating
+    the topic), maxRecordsPerBatch, stateBuckets (the keys every batch's context reaches), leaseDir
+    and writerEpoch (the writer's role the job holds: no batch is planned once it is taken over;
+    empty: not checked), heartbeatDeferMs, triggerIntervalMs (how long a trigger that runs no batch
     waits for a record that would run one), brokerTimeoutMs (NAMESRV_BROKER_TIMEOUT_MS, for telling
     liveness signals from changes), progressDir (where the sink writes `_progress.json`),
-    stateImport (a file of buckets' state the next batch hands the step first; empty: none)."""
+    stateImport (a file of buckets' state a batch hands the step first; empty: none) and layoutDir
+    (where the state's layout is recorded once the import committed: the checkpoint directory)."""
 
     @classmethod
     def name(cls) -> str:
@@ -162,6 +194,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.create_partitions = int(options["partitions"])
         self.topic_configs: dict[str, str] = json.loads(options["topicconfigs"])
         self.max_records = int(options["maxrecordsperbatch"])
+        self.buckets = int(options["statebuckets"])
         self._consumer = None
         self._ends: dict[int, tuple[int, int]] = {}  # partition -> (reported end, true end)
         self._short = ShortLogs()  # partitions whose end looks behind the consumed offset
@@ -184,6 +217,12 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._outage_file = None if self.progress_dir is None else self.progress_dir / OUTAGE_FILE
         self.lease = Lease(store_path(options["leasedir"]), int(options["writerepoch"])) if options["leasedir"] else None
         self.state_import = options["stateimport"] or None
+        # A replayed batch planned under another layout hands the import over (`partitions`): the
+        # batch after it must not hand it over again. Then the batch that did, once committed,
+        # records the layout (`commit`).
+        self._imported_in: dict | None = None
+        self.layout_dir = store_path(options["layoutdir"]) if options["layoutdir"] else None
+        self._trigger_ms: int | None = None  # when the newest trigger began (latestOffset was called)
         self._last_run = 0.0
         # What the scan of waiting records found (see `_scan_pending`): per partition, the offset the
         # ledger has looked at up to, and (offset, liveness signal, record time) of each record
@@ -224,6 +263,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         change that arrives mid-trigger is not held until the next trigger (docs/latency.md)."""
         if self.lease is not None:
             self.lease.check()  # a fenced job plans no batch (the job leaves when it sees it)
+        self._trigger_ms = int(time.time() * 1000)
         until = time.monotonic() + self.wait_s
         while True:
             out = self._latest(start, limit)
@@ -377,7 +417,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         lost = self._lost(pending)
         for p, (_, first) in lost.items():  # what is left of the log is what the batch reads and admission weighs
             pending[p] = (first, pending[p][1])
-        importing = self.state_import is not None and start.get(IMPORT_OFFSET) != self.state_import
+        importing = self.state_import is not None and self._imported_in is None \
+            and start.get(IMPORT_OFFSET) != self.state_import
         waiting = sum(max(0, end - int(start.get(str(p), 0))) for p, end in ends.items())  # all of it, not capped
         run = importing or bool(lost) or admission.decide(
             now, defer_ms=self.defer_ms, last_run_ms=self._last_run, pending=bool(pending),
@@ -387,7 +428,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._last_run = now
             self._observe(pending)  # whichever rule decided, the ledger looks at what the batch will read
             self._consumed(out)
-            out = {**out, LOG_CLOCK: self._log_clock(start, out, ends, int(now))}
+            out = {**out, LOG_CLOCK: self._log_clock(start, out, ends, int(now)), LAYOUT: self.buckets}
             floors = [int(f) for f in (start.get(RESUMED), self._resumed) if f is not None]
             if floors:
                 out[RESUMED] = max(floors)
@@ -532,10 +573,21 @@ class KafkaStreamReader(DataSourceStreamReader):
         return ends
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        """What the batch from `start` to `end` reads: the state import it hands over, its Kafka
+        ranges, and its context (one row per bucket). A batch planned under another layout of the
+        state (no `LAYOUT` entry of this job's bucket count: Spark replays it before planning
+        another) hands the pending import over itself, ahead of its records."""
         ranges: list[InputPartition] = []
         lost = lost_ranges(end)
         if end.get(IMPORT_OFFSET) and end[IMPORT_OFFSET] != start.get(IMPORT_OFFSET):
             ranges.append(StateImport(str(end[IMPORT_OFFSET])))
+        elif self.state_import is not None and end.get(LAYOUT) != self.buckets and self._imported_in in (None, end):
+            ranges.append(StateImport(self.state_import))
+            self._imported_in = dict(end)
+            log.warning("batch planned under another layout of the state, replayed now: it hands the moved state "
+                        "over (%s)", self.state_import)
+        since = {int(p): int(t) for p, t in (start.get(LOG_CLOCK) or {}).items()}
+        until = {int(p): int(t) for p, t in (end.get(LOG_CLOCK) or {}).items()}
         for p, e in sorted(end.items()):
             if not admission.is_partition(p):
                 continue
@@ -545,7 +597,11 @@ class KafkaStreamReader(DataSourceStreamReader):
             elif int(p) in lost:  # the retention removed the first offsets: the log begins later
                 s = max(s, lost[int(p)][1])
             if e > s:
-                ranges.append(KafkaRange(int(p), s, e))
+                ranges.append(KafkaRange(int(p), s, e, since.get(int(p)), until.get(int(p))))
+        times = {"planned": int(time.time() * 1000)}
+        if self._trigger_ms is not None:
+            times["trigger"] = self._trigger_ms
+        ranges.append(ContextRows(BatchContext.planned(start, end, times), self.buckets))
         return ranges
 
     def _beginning(self, partition: int) -> int:
@@ -554,7 +610,13 @@ class KafkaStreamReader(DataSourceStreamReader):
         return int(self._client().beginning_offsets([tp])[tp])
 
     def commit(self, end: dict) -> None:
-        """A batch committed: once one carried the outage floor, the store's mark has done its part."""
+        """A batch committed: once one carried the outage floor, the store's mark has done its part;
+        once one handed a state import over, the state is in this job's layout (`state_layout`)."""
+        if self.state_import is not None and self.layout_dir is not None and (
+                self._imported_in == end or end.get(IMPORT_OFFSET) == self.state_import):
+            state_layout.record_layout(self.layout_dir, self.buckets)
+            log.info("the state is in %d buckets now (%s)", self.buckets, self.layout_dir / state_layout.LAYOUT_FILE)
+            self.state_import = None
         if self._outage_file is not None and self._marked and self._resumed is not None \
                 and int(end.get(RESUMED, 0)) >= self._resumed:
             try:
@@ -583,7 +645,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._mark_outage()
         return True
 
-    def _after_empty_poll(self, c: Any, tp: Any, partition: KafkaRange, nxt: int, short: ShortLogs) -> int | None:
+    def _after_empty_poll(self, c: Any, tp: Any, partition: KafkaRange, nxt: int, short: ShortLogs,
+                          losses: list[tuple[Any, ...]]) -> int | None:
         """Nothing where records were planned: where the read goes on (None: the rest of the range
         is gone). Has the topic's retention removed them meanwhile, or has the broker lost its log
         (memory storage restarted; believed as `ShortLogs` says)? Asked only here, so a normal read
@@ -596,7 +659,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             time.sleep(0.5)
             return nxt
         if begins > nxt:
-            self._gone_by_retention(partition.partition, nxt, min(begins, partition.end))
+            losses.append(self._gone_by_retention(partition.partition, nxt, min(begins, partition.end)))
             return None if begins >= partition.end else begins
         if end < partition.end:
             if not short.believed(partition.partition):
@@ -609,18 +672,13 @@ class KafkaStreamReader(DataSourceStreamReader):
         short.clear(partition.partition)
         return nxt
 
-    def _gone_by_retention(self, partition: int, first: int, end: int) -> None:
+    def _gone_by_retention(self, partition: int, first: int, end: int) -> tuple[Any, ...]:
         """Offsets a batch's read found removed after its plan named what it found gone (`LOST`):
-        logged here, and noted for the batch's sink, which names them as it names the plan's."""
+        logged here, and read as a loss row (`batch_context.LOSS_PARTITION`) that the step passes
+        on to the sink, which names them as it names the plan's."""
         log.warning("%s[%d]: offsets %d..%d (%d events) were removed by the topic's retention while the batch read "
                     "them; skipped and named in dead_letter", self.topic, partition, first, end - 1, end - first)
-        batch = task_batch_id()
-        if self.progress_dir is None or batch is None:
-            return
-        try:
-            note_read_loss(self.progress_dir, batch, partition, first, end)
-        except Exception as exc:  # the loss is in this log line still
-            log.warning("the loss could not be noted for the sink in %s: %s", self.progress_dir, exc)
+        return (LOSS_PARTITION, first, 0, f"{bk.bucket_prefix(self.buckets)}0", loss_row_value(partition, first, end))
 
     def stop(self) -> None:
         if self._consumer is not None:
@@ -631,8 +689,13 @@ class KafkaStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         if isinstance(partition, StateImport):
             yield from _read_import(partition)
-            return
-        assert isinstance(partition, KafkaRange)
+        elif isinstance(partition, ContextRows):
+            yield from partition.rows()
+        else:
+            assert isinstance(partition, KafkaRange)
+            yield from self._read_range(partition)
+
+    def _read_range(self, partition: KafkaRange) -> Iterator[tuple[Any, ...]]:
         from kafka import TopicPartition
         from kafka.errors import KafkaError, OffsetOutOfRangeError
         tp = TopicPartition(self.topic, partition.partition)
@@ -662,7 +725,9 @@ class KafkaStreamReader(DataSourceStreamReader):
                     continue
                 waiting_since = None if records else (time.monotonic() if waiting_since is None else waiting_since)
                 if not records:
-                    after = self._after_empty_poll(c, tp, partition, nxt, short)
+                    losses: list[tuple[Any, ...]] = []
+                    after = self._after_empty_poll(c, tp, partition, nxt, short, losses)
+                    yield from losses
                     if after is None:
                         ok = True
                         return
@@ -674,12 +739,12 @@ class KafkaStreamReader(DataSourceStreamReader):
                         continue
                     short.clear(partition.partition)
                     if rec.offset > nxt:  # the log begins later than planned: the retention removed them meanwhile
-                        self._gone_by_retention(partition.partition, nxt, min(rec.offset, partition.end))
+                        yield self._gone_by_retention(partition.partition, nxt, min(rec.offset, partition.end))
                         nxt = min(rec.offset, partition.end)
                     if rec.offset >= partition.end:
                         break
                     key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
-                    yield (partition.partition, rec.offset, rec.timestamp, key, rec.value)
+                    yield (partition.partition, rec.offset, received(rec.timestamp, partition), key, rec.value)
                     nxt = rec.offset + 1
             ok = True
         finally:

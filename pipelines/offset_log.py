@@ -1,19 +1,17 @@
-"""Spark's offset log (`<checkpoint>/offsets/<batchId>`): what a micro-batch read, and its log clock.
+"""Our source's offsets: what Spark records for each micro-batch and hands back to the source.
 
-Spark writes a batch's end offsets before the batch runs and reads the same file when it
-replays the batch after a crash, so anything derived from it is the same on every run of that
-batch. The sink reads the Kafka offsets from it; the state step reads the log clock that our
-source puts next to them (`LOG_CLOCK`, see `pipelines/kafka_source.py`).
+Beside the Kafka offsets, the source puts entries of its own into a batch's end offsets (the log
+clock, the outage floor, the log resets, what the plan found gone). Spark writes them before the
+batch runs and hands the same ones back to the source when it replays the batch, so the context
+the source builds from them (`pipelines/batch_context.py`) is the same on every run of that batch.
+No code here or elsewhere reads Spark's files: the offsets reach the source through Spark's API.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-from conf.store import StorePath
 
 LOG_CLOCK = "clock"  # our source's offset entry: the batch's log clock per partition (epoch ms)
 # our source's offset entry: when it could read the log again after it could not (epoch ms; the
@@ -30,96 +28,10 @@ RESETS = "resets"
 LOST = "lost"
 
 
-def read_source_offsets(path: StorePath) -> dict[str, Any]:
-    """The first source's offsets as written (empty when the file does not exist): ours,
-    {"<partition>": offset, "tick": n, "clock": ms}, or the Kafka connector's
-    {"<topic>": {"<partition>": offset}}."""
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return {}
-    # line 0: format version, line 1: batch metadata, then one line per source
-    for line in lines[2:]:
-        if line.strip() and line.strip() != "-":
-            raw = json.loads(line)
-            if isinstance(raw, str):
-                raw = json.loads(raw)
-            return dict(raw)
-    return {}
-
-
-def batch_times(path: StorePath, raw: dict[str, Any]) -> dict[str, int]:
-    """When a batch was triggered (`trigger`: Spark's batchTimestampMs), admitted (`admitted`: the
-    newest of our source's log clock, taken when it decided to run the batch) and planned
-    (`planned`: the offset log written), epoch ms; what is not known is left out. For the
-    timelines (docs/latency.md): each is a phase boundary of one batch."""
-    times: dict[str, int] = {}
-    try:
-        lines = path.read_text().splitlines()
-        times["planned"] = int(path.stat().st_mtime * 1000)
-    except FileNotFoundError:
-        return times
-    if len(lines) > 1:
-        try:
-            times["trigger"] = int(json.loads(lines[1])["batchTimestampMs"])
-        except (ValueError, KeyError, TypeError):
-            pass
-    clock = raw.get(LOG_CLOCK)
-    if isinstance(clock, dict) and clock:
-        times["admitted"] = max(int(v) for v in clock.values())
-    return times
-
-
 def log_resets(raw: Mapping[str, Any]) -> dict[str, int]:
     """Partition -> how many times its log went back under the job (`RESETS`; none: empty)."""
     resets = raw.get(RESETS)
     return {str(p): int(n) for p, n in resets.items()} if isinstance(resets, dict) else {}
-
-
-READ_LOSSES = "_read_losses"  # beside the progress record: what batches' reads found removed after their plan
-
-
-def task_batch_id() -> int | None:
-    """The micro-batch the calling Spark task belongs to (Spark sets it as a local property of
-    the batch's tasks); None outside one."""
-    from pyspark import TaskContext
-    ctx = TaskContext.get()
-    raw = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
-    return None if raw is None else int(raw)
-
-
-def note_read_loss(progress_dir: StorePath, batch_id: int, partition: int, first: int, end: int) -> None:
-    """A batch's read found offsets first..end-1 removed by the retention after the batch was
-    planned: noted for the batch's sink (`read_losses`), which names them with the plan's `LOST`.
-    A replay of the batch notes them again, under the same name."""
-    folder = progress_dir / READ_LOSSES
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{batch_id}-{partition}-{first}.json").write_text(
-        json.dumps({"partition": partition, "first": first, "end": end}))
-
-
-def read_losses(progress_dir: StorePath, batch_id: int) -> list[tuple[int, int, int]]:
-    """(partition, first, end) of what batch `batch_id`'s reads noted (`note_read_loss`)."""
-    folder = progress_dir / READ_LOSSES
-    if not folder.exists():
-        return []
-    found = []
-    for path in folder.iterdir():
-        if path.name.startswith(f"{batch_id}-"):
-            note = json.loads(path.read_text())
-            found.append((int(note["partition"]), int(note["first"]), int(note["end"])))
-    return sorted(found)
-
-
-def forget_read_losses(progress_dir: StorePath, upto_batch: int) -> None:
-    """Remove the notes of batches up to `upto_batch` (their sinks have named them)."""
-    folder = progress_dir / READ_LOSSES
-    if not folder.exists():
-        return
-    for path in folder.iterdir():
-        head = path.name.split("-", 1)[0]
-        if head.isdigit() and int(head) <= upto_batch:
-            path.unlink(missing_ok=True)
 
 
 def lost_ranges(raw: Mapping[str, Any]) -> dict[int, tuple[int, int]]:
@@ -128,21 +40,9 @@ def lost_ranges(raw: Mapping[str, Any]) -> dict[int, tuple[int, int]]:
     return {int(p): (int(r[0]), int(r[1])) for p, r in lost.items()} if isinstance(lost, dict) else {}
 
 
-def partition_offsets(raw: dict[str, Any]) -> dict[str, int]:
-    """Kafka partition -> next offset, from either source's offsets."""
-    offsets: dict[str, int] = {}
-    for key, value in raw.items():
-        if key in (LOG_CLOCK, RESETS, LOST):  # our per-partition entries, not the connector's per-topic offsets
-            continue
-        if isinstance(value, dict):  # the connector's {"<topic>": {"<partition>": offset}}
-            offsets.update({str(p): int(o) for p, o in value.items()})
-        elif str(key).isdigit():  # Kafka partitions, not "tick" or "clock"
-            offsets[str(key)] = int(value)
-    return offsets
-
-
-def read_offset_log(path: StorePath) -> dict[str, int]:
-    return partition_offsets(read_source_offsets(path))
+def partition_offsets(raw: Mapping[str, Any]) -> dict[str, int]:
+    """Kafka partition -> next offset, from the source's offsets (not `tick` or our own entries)."""
+    return {str(k): int(v) for k, v in raw.items() if str(k).isdigit()}
 
 
 @dataclass(frozen=True)
@@ -173,30 +73,3 @@ class LogClock:
         """The instant a group is expired at: its records' partitions' clock, else the earliest."""
         chosen = [self.until[p] for p in partitions if p in self.until] or list(self.until.values())
         return min([now_ms, *chosen])
-
-
-def _per_partition(raw: Any) -> dict[int, int]:
-    if isinstance(raw, dict):
-        return {int(p): int(t) for p, t in raw.items()}
-    return {}
-
-
-class BatchClocks:
-    """The log clock of a batch, read from the offset log once per batch per process."""
-
-    def __init__(self, checkpoint_dir: StorePath) -> None:
-        self._offsets = checkpoint_dir / "offsets"
-        self._cached: tuple[int, LogClock] | None = None
-
-    def clock(self, batch_id: int | None) -> LogClock:
-        if batch_id is None:
-            return LogClock()
-        if self._cached is None or self._cached[0] != batch_id:
-            raw = read_source_offsets(self._offsets / str(batch_id))
-            until = _per_partition(raw.get(LOG_CLOCK))
-            since = _per_partition(read_source_offsets(self._offsets / str(batch_id - 1)).get(LOG_CLOCK)) \
-                if batch_id > 0 else {}
-            resumed = raw.get(RESUMED)
-            self._cached = (batch_id, LogClock(since=since, until=until,
-                                               resumed=int(resumed) if isinstance(resumed, (int, float)) else None))
-        return self._cached[1]

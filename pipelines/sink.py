@@ -27,25 +27,15 @@ from conf.memory import release_memory
 from conf.store import StorePath, store_path
 from eventlog.journal import AdminJournal
 from pipelines import step_rows
+from pipelines.batch_context import BatchContext, Lost
 from pipelines.deadlines import DeadlineBook
 from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
-from pipelines.offset_log import (
-    batch_times,
-    forget_read_losses,
-    log_resets,
-    lost_ranges,
-    partition_offsets,
-    read_losses,
-    read_offset_log,
-    read_source_offsets,
-)
-from pipelines.state_layout import IMPORT_OFFSET, LAYOUT_FILE, record_layout, recorded_buckets
 from pipelines.writer_lease import EPOCH_PROPERTY, Fenced, Lease, table_epoch
 from routeinfo import housekeeping
 from schemas import tables as t
 from schemas.metrics import JobMetrics, reason_class, write_metrics_file
-from schemas.progress import write_job_start, write_progress
+from schemas.progress import read_progress, write_job_start, write_progress
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -87,6 +77,8 @@ def plan_batch(rows: Iterable[dict[str, Any]], batch_id: int, now_ms: int) -> Ba
                 "offset": r["offset"], "kafkaTimestamp": r["kafkaTimestamp"], "batchId": batch_id, "time": now_ms})
         elif target == step_rows.REJECTED:
             plan.rejected.append(f"{r['owner']}: {r['body']}")
+        elif target in (step_rows.BATCH, step_rows.READ_LOSS, step_rows.READ):
+            continue  # what the batch read: `batch_read`
         elif target == step_rows.DEADLINE:
             plan.deadlines[r["owner"]] = int(r["body"]) if r["body"] else None
         elif target == step_rows.ROUTE_CHANGES:
@@ -102,26 +94,40 @@ def plan_batch(rows: Iterable[dict[str, Any]], batch_id: int, now_ms: int) -> Ba
     return plan
 
 
-Lost = list[tuple[int, int, int]]  # (partition, first, end): offsets first..end-1 the retention removed unread
+@dataclass(frozen=True)
+class BatchRead:
+    """What a batch read, as the batch itself tells (the step's report rows): the offsets it read up
+    to, how many records, what it found removed by the retention, the log resets counted so far
+    and when its phases began."""
+
+    offsets: dict[str, int]
+    count: int
+    lost: Lost
+    resets: dict[str, int]
+    times: dict[str, int]
 
 
-def batch_losses(raw: dict[str, Any], read: Lost) -> Lost:
-    """What a batch found removed by the topic's retention before the job read it: what its plan
-    named (`offset_log.LOST`) and what its reads found gone after the plan (`read`)."""
-    return sorted({(p, first, end) for p, (first, end) in lost_ranges(raw).items()} | set(read))
-
-
-def read_count(start: dict[str, int], end: dict[str, int], lost: Lost) -> int:
-    """How many records a batch read from `start` (the previous batch's end offsets; empty: the
-    first batch) to `end`, less what was lost on the way."""
-    gone: dict[str, int] = {}
-    for partition, first, stop in lost:
-        gone[str(partition)] = gone.get(str(partition), 0) + stop - first
-    total = 0
-    for key, off in end.items():
-        begin = start.get(key, off if start else 0)
-        total += max(0, off - begin - gone.get(key, 0))
-    return total
+def batch_read(rows: Iterable[dict[str, Any]], previous: dict[str, int]) -> BatchRead:
+    """Pure: a batch's read from its report rows (`step_rows.BATCH`, `READ_LOSS`; with Spark's Kafka
+    connector, `READ` rows reaching on from the `previous` batch's end offsets)."""
+    context: BatchContext | None = None
+    read_losses: Lost = []
+    reach = dict(previous)
+    count = 0
+    for r in rows:
+        if r["target"] == step_rows.BATCH:
+            context, _ = BatchContext.from_json(r["body"])
+        elif r["target"] == step_rows.READ_LOSS:
+            p, first, end = json.loads(r["body"])
+            read_losses.append((int(p), int(first), int(end)))
+        elif r["target"] == step_rows.READ:
+            for p, (nxt, n) in json.loads(r["body"]).items():
+                reach[p] = max(reach.get(p, 0), int(nxt))
+                count += int(n)
+    if context is None:
+        return BatchRead(reach, count, [], {}, {})
+    lost = context.losses(read_losses)
+    return BatchRead(dict(context.end), context.read_count(lost), lost, dict(context.resets), dict(context.times))
 
 
 def lost_rows(lost: Lost, journal: AdminJournal, batch_id: int,
@@ -160,23 +166,20 @@ class DeltaSink:
     """The job's only writer. Keeps one DeltaTable handle per table (delta-rs updates a handle
     on write), so a batch opens nothing it already has."""
 
-    def __init__(self, warehouse: StorePath, checkpoint_dir: StorePath, *, retention_ms: int,
+    def __init__(self, warehouse: StorePath, *, retention_ms: int,
                  maintenance_interval_ms: int | None = None, fault: Callable[[str], None] = no_fault,
                  metrics_dir: Path | None = None, live_flush_ms: int | None = None,
-                 state_buckets: int | None = None, lease: Lease | None = None) -> None:
+                 lease: Lease | None = None) -> None:
         """`metrics_dir`: the data directory whose `metrics/job.prom` gets the job's counters after
         every batch (None: not written; tests that drive the sink alone). `live_flush_ms`: the
         job's NAMESRV_LIVE_FLUSH_MS, with which `ensure_tables` seeds the deadline book from
-        broker_live (None: not seeded). `state_buckets`: the job's bucket count, recorded beside
-        the checkpoint once a batch that moved the state into them has committed (None: not).
-        `lease`: the writer's role (pipelines/writer_lease.py): checked before every write, its
+        broker_live (None: not seeded). `lease`: the writer's role (pipelines/writer_lease.py): checked before every write, its
         epoch on every table and commit (None: not checked; tests that drive the sink alone)."""
         self.lease = lease
         self.warehouse = store_path(warehouse)
         self.metrics = JobMetrics()
         self.metrics_dir = metrics_dir
         self.fault = fault
-        self.checkpoint_dir = store_path(checkpoint_dir)
         self.retention_ms = retention_ms
         self.schedule = None if maintenance_interval_ms is None else MaintenanceSchedule(maintenance_interval_ms)
         self._handles: dict[str, DeltaTable] = {}
@@ -188,10 +191,10 @@ class DeltaSink:
         # start); the earliest is published in _progress.json so the source schedules a batch for it.
         self.live_flush_ms = live_flush_ms
         self.deadlines = DeadlineBook(recheck_ms=housekeeping.RECHECK_MS)
-        self.state_buckets = state_buckets
         self.journal = AdminJournal(self.warehouse)
-        self._read_offsets: dict[str, int] = {}  # the newest batch's end offsets (the journal is pruned below them)
-        self._layout_recorded = state_buckets is None or recorded_buckets(self.checkpoint_dir) == state_buckets
+        # the newest batch's end offsets (the journal is pruned below them; with Spark's Kafka
+        # connector, a batch's records reach on from them)
+        self._read_offsets: dict[str, int] = dict((read_progress(self.warehouse) or {}).get("sourceOffsets") or {})
 
     def path(self, table: t.TableDef) -> str:
         return str(self.warehouse / table.name)
@@ -245,20 +248,10 @@ class DeltaSink:
         big = arrow.nbytes > 32 * 1024 * 1024
         rows = arrow.to_pylist()
         del arrow
-        offsets_file = self.checkpoint_dir / "offsets" / str(batch_id)
-        raw = read_source_offsets(offsets_file)
-        lost = batch_losses(raw, read_losses(self.warehouse, batch_id))
-        offsets, consumed = self._offsets(batch_id, partition_offsets(raw), lost)
-        phases = {**batch_times(offsets_file, raw), "sinkCalled": called, "stateDone": state_done}
-        self.commit(batch_id, rows, offsets, consumed, phases=phases, resets=log_resets(raw), lost=lost)
-        if lost:
-            forget_read_losses(self.warehouse, batch_id)
-        if not self._layout_recorded and IMPORT_OFFSET in raw:
-            assert self.state_buckets is not None
-            record_layout(self.checkpoint_dir, self.state_buckets)
-            self._layout_recorded = True
-            log.info("batch %d: the state is in %d buckets now (%s)", batch_id, self.state_buckets,
-                     self.checkpoint_dir / LAYOUT_FILE, extra={"batchId": batch_id})
+        read = batch_read(rows, self._read_offsets)
+        self.commit(batch_id, rows, read.offsets, read.count, phases={**read.times, "sinkCalled": called,
+                                                                      "stateDone": state_done},
+                    resets=read.resets, lost=read.lost)
         if big:  # a registration wave: do not keep its peak as RSS
             del rows
             release_memory()
@@ -416,8 +409,3 @@ class DeltaSink:
             write_deltalake(dt, data, mode="overwrite", predicate=predicate, commit_properties=commit)
         else:
             write_deltalake(dt, data, mode="append", commit_properties=commit)
-
-    def _offsets(self, batch_id: int, end: dict[str, int], lost: Lost) -> tuple[dict[str, int], int]:
-        """The source offsets this batch read up to (`end`, from the checkpoint's offset log), and how many records."""
-        start = read_offset_log(self.checkpoint_dir / "offsets" / str(batch_id - 1)) if batch_id > 0 else {}
-        return end, read_count(start, end, lost)

@@ -6,11 +6,14 @@ of one key per broker group (every version before buckets) or of another bucket 
 under keys no call reads, and every route would be rebuilt from whatever arrives next, while a
 silent broker would never expire. So the layout is written down (`namesrv-layout.json`), and a
 checkpoint without it, or with another bucket count, is moved at start: the driver reads the
-operator's state as of the last committed batch (Spark's state data source), regroups every
-broker group into this job's buckets (`import_rows`, pure), and writes the result beside the
-checkpoint; the source hands it to the step as the first records of the next batch (recorded in
-that batch's offsets, so a replay reads the same file), and the sink records the new layout
-once that batch has committed. Keys of the old layout are dropped when Spark next calls them.
+operator's state as of the last committed batch (Spark's state data source: no file of Spark's is
+read here), regroups every broker group into this job's buckets (`import_rows`, pure), and writes
+the result beside the checkpoint. The source hands it to the step as the first records of a batch:
+of the batch Spark replays first when that one was planned under the old layout (its offsets
+carry no `LAYOUT` entry of this bucket count), else of the next batch (its offsets name the file,
+so a replay reads it again). Once that batch has committed, the source records the new layout;
+a job that stopped before it could finds the state already under this job's keys and records it
+then. Keys of the old layout are dropped when Spark next calls them.
 """
 
 from __future__ import annotations
@@ -19,12 +22,10 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 from conf.store import StorePath, replace_text
 from pipelines import buckets as bk
-from pipelines.offset_log import read_source_offsets
 from routeinfo import housekeeping
 from routeinfo.route_writes import RoutingConfig
 from routeinfo.state import GroupState
@@ -33,17 +34,13 @@ from schemas import events as ev
 LAYOUT_FILE = "namesrv-layout.json"
 IMPORT_DIR = "namesrv-import"
 IMPORT_OFFSET = "import"  # our source's offsets entry: the import file this batch (and every later one) carries
+LAYOUT = "buckets"  # our source's offsets entry: the bucket count the batch was planned under
 
 log = logging.getLogger(__name__)
 
 
 class LayoutError(RuntimeError):
     """The checkpoint's state must be moved to this job's buckets and this job cannot do it."""
-
-
-def _batches(checkpoint_dir: StorePath, kind: str) -> list[int]:
-    d = checkpoint_dir / kind
-    return sorted(int(f.name) for f in d.iterdir() if f.name.isdigit()) if d.is_dir() else []
 
 
 def recorded_buckets(checkpoint_dir: StorePath) -> int | None:
@@ -97,56 +94,30 @@ def import_rows(state_rows: Iterable[tuple[str, str, str | None]], recorded: int
 
 def prepare(spark: Any, checkpoint_dir: StorePath, buckets: int, routing: RoutingConfig, *,
             can_import: bool = True) -> StorePath | None:
-    """At start: the import file the next batch must carry (None: the checkpoint is new, already
-    in this layout, its import is planned already, or the batch Spark replays first carries it).
-    `can_import`: whether the job's source can hand an import over (ours; Spark's Kafka
-    connector cannot, and a checkpoint to move is then refused with LayoutError)."""
-    committed = _batches(checkpoint_dir, "commits")
-    planned = _batches(checkpoint_dir, "offsets")
+    """At start: the import file the source must hand over (None: the checkpoint is new, holds no
+    state, or its state is in this layout already). `can_import`: whether the job's source can
+    hand an import over (ours; Spark's Kafka connector cannot, and a checkpoint to move is then
+    refused with LayoutError)."""
     recorded = recorded_buckets(checkpoint_dir)
-    if not committed and not planned:
-        record_layout(checkpoint_dir, buckets)
-        return None
     if recorded == buckets:
         return None
-    uncommitted = planned[-1] if planned and (not committed or planned[-1] > committed[-1]) else None
-    carried = read_source_offsets(checkpoint_dir / "offsets" / str(planned[-1])).get(IMPORT_OFFSET) if planned else None
-    if carried is not None and Path(str(carried)).name.startswith(f"{buckets}-"):
-        if uncommitted is None:
-            record_layout(checkpoint_dir, buckets)  # the import committed, the record of it was not written
+    state = _read_state(spark, checkpoint_dir)
+    moved = any(key.startswith(bk.bucket_prefix(buckets)) for key, _, _ in state)
+    if moved or not any(ev.is_broker_group(key) for key, _, _ in state):
+        # new, nothing to move, or moved by a batch that committed before its record was written
+        record_layout(checkpoint_dir, buckets)
         return None
     was = "one key per broker group (written before buckets)" if recorded is None else f"{recorded} buckets"
     if not can_import:
         raise LayoutError(f"checkpoint {checkpoint_dir} holds its state under {was}, this job under {buckets} "
                           "buckets, and Spark's Kafka connector cannot hand the moved state to the job: start it "
                           "once with NAMESRV_KAFKA_SOURCE=python, or set NAMESRV_STATE_BUCKETS to the recorded count")
-    rows, groups = import_rows(_read_state(spark, checkpoint_dir) if committed else [], recorded,
-                               lambda names: _bucket_of(spark, names, buckets), buckets, routing)
+    rows, groups = import_rows(state, recorded, lambda names: _bucket_of(spark, names, buckets), buckets, routing)
     target = checkpoint_dir / IMPORT_DIR / f"{buckets}-{int(time.time() * 1000)}.jsonl"
     _replace_text(target, "".join(json.dumps(r) + "\n" for r in rows))
-    if uncommitted is not None:
-        # A batch planned under the old layout and not committed: Spark replays it before planning
-        # any other, so that batch itself must hand the state over, ahead of its records.
-        carry_import(checkpoint_dir / "offsets" / str(uncommitted), target)
     log.warning("checkpoint %s holds its state under %s, this job under %d buckets: moving %d broker group(s) "
-                "into them in %s (%s)", checkpoint_dir, was, buckets, groups,
-                "the next batch" if uncommitted is None else f"batch {uncommitted}, planned before and replayed now",
-                target)
-    return None if uncommitted is not None else target
-
-
-def carry_import(offsets_file: StorePath, target: StorePath) -> None:
-    """Add the import entry to a planned batch's offsets in Spark's offset log (`v1`, the batch's
-    metadata, then our source's offsets as JSON, possibly as a JSON string). Hadoop's checksum
-    beside it is removed: the local file system reads a file without one unverified."""
-    lines = offsets_file.read_text().split("\n")
-    raw = json.loads(lines[2])
-    inner = json.loads(raw) if isinstance(raw, str) else raw
-    inner[IMPORT_OFFSET] = str(target)
-    encoded = json.dumps(inner, separators=(",", ":"))
-    lines[2] = json.dumps(encoded) if isinstance(raw, str) else encoded
-    _replace_text(offsets_file, "\n".join(lines))
-    offsets_file.with_name(f".{offsets_file.name}.crc").unlink(missing_ok=True)
+                "into them in %s (the first batch hands it over)", checkpoint_dir, was, buckets, groups, target)
+    return target
 
 
 def read_import(path: StorePath) -> list[dict[str, str]]:
@@ -154,11 +125,28 @@ def read_import(path: StorePath) -> list[dict[str, str]]:
 
 
 def _read_state(spark: Any, checkpoint_dir: StorePath) -> list[tuple[str, str, str | None]]:
-    """The stateful operator's rows as of the last committed batch (Spark's state data source)."""
+    """The stateful operator's rows as of the last committed batch (Spark's state data source;
+    none when no batch has committed state yet)."""
+    from pyspark.errors import PySparkException
     spark.streams.active  # noqa: B018 -- starts the state store coordinator the reader asks for
-    df = spark.read.format("statestore").load(str(checkpoint_dir))
-    rows = df.selectExpr("key.key AS key", "value.groupState.core AS core", "value.groupState.topics AS topics").collect()
+    try:
+        df = spark.read.format("statestore").load(str(checkpoint_dir))
+        rows = df.selectExpr("key.key AS key", "value.groupState.core AS core",
+                             "value.groupState.topics AS topics").collect()
+    except PySparkException as exc:
+        if _no_state_yet(exc):
+            return []
+        raise
     return [(r["key"], r["core"], r["topics"]) for r in rows if r["key"] is not None]
+
+
+def _no_state_yet(exc: Exception) -> bool:
+    """Spark's state reader refused a checkpoint because no batch has committed (or it does not
+    exist yet)."""
+    text = str(exc)
+    return any(m in text for m in ("STDS_OFFSET_LOG_UNAVAILABLE", "STDS_COMMITTED_BATCH_UNAVAILABLE",
+                                   "STDS_NO_PARTITION_DISCOVERED_IN_STATE_STORE", "PATH_NOT_FOUND",
+                                   "STDS_OFFSET_METADATA_LOG_UNAVAILABLE"))
 
 
 def _bucket_of(spark: Any, names: list[str], buckets: int) -> dict[str, int]:

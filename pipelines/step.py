@@ -18,11 +18,11 @@ import pandas as pd
 
 from conf import Config
 from conf.memory import ReleaseAfter
-from conf.store import StorePath
 from eventlog.fetch import RecordFetcher
 from pipelines import buckets as bk
 from pipelines import step_rows as out_rows
-from pipelines.offset_log import BatchClocks, LogClock, task_batch_id
+from pipelines.batch_context import CONTEXT_PARTITION, LOSS_PARTITION, BatchContext, read_loss
+from pipelines.offset_log import LogClock
 from routeinfo import housekeeping, kv_manager, route_manager
 from routeinfo.route_writes import NeedsBody, RoutingConfig
 from routeinfo.state import GroupState, table_rows, topic_keys_digest
@@ -30,7 +30,7 @@ from schemas import events as ev
 from schemas import tables as t
 from schemas.fields import InvalidInput
 
-UNBOUNDED = LogClock()  # no log clock: receive times bounded by processing time only
+UNBOUNDED = LogClock()  # no log clock (Spark's Kafka connector): receive times bounded by processing time only
 
 # Routing groups keep (core JSON, topic table JSON) so that a heartbeat decodes only the core;
 # KV and config groups use only the first column.
@@ -45,9 +45,6 @@ class StepConfig:
     routing: RoutingConfig
     max_message_bytes: int
     max_clock_skew_ms: int
-    # Where Spark's offset log is, for each batch's log clock (None: Spark's Kafka connector,
-    # whose offsets carry none; expiry then runs on processing time).
-    checkpoint_dir: StorePath | None = None
     # Broker groups share this many keys of the stateful operator (pipelines/buckets.py).
     buckets: int = 32
     # Where the events topic is, for the body of a repeated registration the rules need
@@ -61,7 +58,6 @@ class StepConfig:
             routing=RoutingConfig(default_timeout_ms=cfg.broker_timeout_ms, live_flush_ms=cfg.live_flush_ms,
                                   delete_topic_with_broker_registration=cfg.delete_topic_with_broker_registration),
             max_message_bytes=cfg.max_message_bytes, max_clock_skew_ms=cfg.max_clock_skew_ms,
-            checkpoint_dir=cfg.checkpoint_dir if cfg.kafka_source == "python" else None,
             buckets=cfg.state_buckets, bootstrap=cfg.bootstrap, topic=cfg.kafka_topic)
 
 
@@ -237,8 +233,9 @@ def step_input(events: Any, buckets: int) -> Any:
                             when(col("value").isNull(), lit("0")).otherwise(lit("1")),
                             when(key.isNull(), lit(-1)).otherwise(octet_length(key))), lit("\n"))
     value = col("value").cast("binary")
-    imported = col("partition") == lit(bk.IMPORT_PARTITION)  # already addressed to its bucket
-    return events.select(when(imported, key).otherwise(bk.bucket_key_column(key, buckets)).alias("key"),
+    # a bucket's imported state, the batch's context and a read's loss: already addressed to their bucket
+    addressed = col("partition") < lit(0)
+    return events.select(when(addressed, key).otherwise(bk.bucket_key_column(key, buckets)).alias("key"),
                          concat(encode(head, "UTF-8"), encode(coalesce(key, lit("")), "UTF-8"),
                                 coalesce(value, lit(bytearray()))).alias("record"))
 
@@ -253,10 +250,37 @@ def _unpack(record: bytes) -> dict[str, Any]:
             "partition": int(partition), "offset": int(offset), "timestamp": int(timestamp)}
 
 
+def batch_records(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], LogClock, list[dict[str, Any]]]:
+    """A call's records without the batch's own rows, the batch's log clock (from its context
+    row: every bucket gets one; none: UNBOUNDED), and what this call reports to the sink: the
+    batch (bucket 0's context row asks), the losses its reads found (addressed to bucket 0), or,
+    with Spark's Kafka connector (no context), how far this call's records reach per partition."""
+    context: BatchContext | None = None
+    reports: list[dict[str, Any]] = []
+    kept = []
+    for r in records:
+        if r["partition"] == CONTEXT_PARTITION:
+            context, report = BatchContext.from_json(r["value"])
+            if report:
+                reports.append(out_rows.row(None, out_rows.BATCH, r["value"].decode()))
+        elif r["partition"] == LOSS_PARTITION:
+            reports.append(out_rows.row(None, out_rows.READ_LOSS, json.dumps(read_loss(r["value"]))))
+        else:
+            kept.append(r)
+    if context is None and kept:
+        reach: dict[str, list[int]] = {}
+        for r in kept:
+            if r["partition"] >= 0:
+                at = reach.setdefault(str(r["partition"]), [0, 0])
+                at[0], at[1] = max(at[0], r["offset"] + 1), at[1] + 1
+        if reach:
+            reports.append(out_rows.row(None, out_rows.READ, json.dumps(reach)))
+    return kept, (UNBOUNDED if context is None else context.clock()), reports
+
+
 def make_step(cfg: StepConfig) -> Callable[..., Iterator[pd.DataFrame]]:
     """The function handed to applyInPandasWithState (ProcessingTimeTimeout), keyed as `step_input` keys."""
     released = ReleaseAfter(64 * 1024 * 1024)  # per Python worker process (the function is unpickled there)
-    clocks = BatchClocks(cfg.checkpoint_dir) if cfg.checkpoint_dir is not None else None
     fetch = RecordFetcher(cfg.bootstrap, cfg.topic) if cfg.bootstrap else None  # connects on first use
 
     buckets = bk.bucket_prefix(cfg.buckets)
@@ -265,10 +289,9 @@ def make_step(cfg: StepConfig) -> Callable[..., Iterator[pd.DataFrame]]:
         # Called once per key per batch: plain lists in and out, not pandas row operations
         # (to_dict / astype cost more than the routing rules themselves).
         slot = key[0]
-        records = [_unpack(r) for pdf in pdfs for r in pdf["record"].tolist()]
+        records, clock, reports = batch_records([_unpack(r) for pdf in pdfs for r in pdf["record"].tolist()])
         now = state.getCurrentProcessingTimeMs()
         previous = tuple(state.get) if state.exists else None
-        clock = clocks.clock(task_batch_id()) if clocks is not None else UNBOUNDED
         new_state: State | None
         if isinstance(slot, str) and slot.startswith(buckets):
             new_state, deadline, rows = bk.run_bucket(
@@ -279,6 +302,7 @@ def make_step(cfg: StepConfig) -> Callable[..., Iterator[pd.DataFrame]]:
             new_state, deadline, rows = None, None, []
         else:
             new_state, deadline, rows = run_group(slot, records, previous, now, cfg, clock, fetch)
+        rows = reports + rows
         if new_state is None:
             if state.exists:
                 state.remove()

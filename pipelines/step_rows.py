@@ -10,7 +10,11 @@ Each row is addressed to a `target`:
 - REJECTED: a valid registration RocketMQ's rules refused (logged; the audit row is in
   `route_changes`); `body` is the reason;
 - DEADLINE: the group's next timeout in epoch ms ("" = none), which the sink publishes as
-  `nextDeadline` so the source can schedule a batch for it.
+  `nextDeadline` so the source can schedule a batch for it;
+- BATCH: the batch as its source planned it (`pipelines/batch_context.py`, JSON), once per batch;
+- READ_LOSS: offsets a read found removed by the topic's retention, `[partition, first, end]`;
+- READ: with Spark's Kafka connector (no batch context), how far one call's records reach,
+  `{"<partition>": [next offset, records]}`.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ DEAD_LETTER = t.DEAD_LETTER.name
 ROUTE_CHANGES = t.ROUTE_CHANGES.name
 REJECTED = "_rejected"
 DEADLINE = "_deadline"
+BATCH = "_batch"
+READ_LOSS = "_read_loss"
+READ = "_read"
 
 
 def row(owner: str | None, target: str, body: str) -> dict[str, Any]:

@@ -11,7 +11,8 @@ offsets its served snapshot already reflects, and by the source to schedule time
  job knows of; the Kafka source runs a batch for it even when no record arrived),
  "jobStartedAt": epoch ms (the start of the job instance that wrote it),
  "phases": {name: epoch ms} (when this batch's phases ended: `trigger` (Spark started the trigger),
- `admitted` (the source decided to run it), `planned` (offset log written), `sinkCalled`, `stateDone`
+ `admitted` (the source decided to run it), `planned` (its offsets logged, Spark asked the source for
+ its partitions), `sinkCalled`, `stateDone`
  (source read, stateful stage and state commit done), `tablesDone`, `cutDone` (the `snapshots` row;
  absent when the batch wrote no cut); `time` is the last phase. For timelines (docs/latency.md)},
  "cut": {...} (the `snapshots` row of `snapshotId`, once this job instance committed a cut: a reader

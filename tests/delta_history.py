@@ -16,8 +16,7 @@ from tests.model.pure_system import Batches, step_config
 class SinkDriver:
     def __init__(self, warehouse: Path, *, live_flush_ms: int = 0, timeout_ms: int = 120_000) -> None:
         self.batches = Batches(step_config(timeout_ms=timeout_ms, live_flush_ms=live_flush_ms))
-        self.sink = DeltaSink(Path(warehouse), Path(warehouse).parent / "checkpoint",
-                              retention_ms=DEFAULTS.history_retention_ms)
+        self.sink = DeltaSink(Path(warehouse), retention_ms=DEFAULTS.history_retention_ms)
         self.sink.ensure_tables()
 
     def run_batch(self, events: list[dict[str, Any]], now: int) -> None:

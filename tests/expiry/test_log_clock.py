@@ -13,7 +13,8 @@ import json
 
 import pytest
 
-from pipelines.offset_log import LOG_CLOCK, BatchClocks, LogClock, read_offset_log, read_source_offsets
+from pipelines.batch_context import BatchContext
+from pipelines.offset_log import LOG_CLOCK, RESUMED, LogClock
 from pipelines.step import StepConfig, run_group
 from pipelines.step_rows import DEADLINE
 from routeinfo.housekeeping import RECHECK_MS
@@ -148,21 +149,17 @@ def test_a_lagging_partition_does_not_hold_back_another_partitions_records():
     assert GroupState.from_parts(*state).live[("DefaultCluster", "10.0.0.1:10911")].last_update == T0 + 9_000
 
 
-def test_batch_clocks_come_from_the_offset_log(tmp_path):
-    offsets = tmp_path / "offsets"
-    offsets.mkdir()
-    for batch, clock in ((4, 1000), (5, 2000)):
-        (offsets / str(batch)).write_text(
-            f'v1\n{{"batchTimestampMs":1}}\n{{"0":3,"1":5,"tick":1,"{LOG_CLOCK}":{{"0":{clock},"1":{clock + 1}}}}}\n')
-    (offsets / "6").write_text('v1\n{"batchTimestampMs":1}\n{"0":4,"tick":1}\n')  # written before the clock existed
-    clocks = BatchClocks(tmp_path)
-    assert clocks.clock(5) == LogClock(since={0: 1000, 1: 1001}, until={0: 2000, 1: 2001})
-    assert clocks.clock(4) == LogClock(since={}, until={0: 1000, 1: 1001})
-    assert clocks.clock(6) == LogClock(since={0: 2000, 1: 2001}, until={})
-    assert clocks.clock(None) == LogClock()
-    assert read_source_offsets(offsets / "5")[LOG_CLOCK] == {"0": 2000, "1": 2001}
-    assert read_offset_log(offsets / "5") == {"0": 3, "1": 5}  # the clock is no partition
-
+def test_the_batch_context_carries_the_clock_of_the_source_s_offsets():
+    """The source builds each batch's context from the offsets Spark hands it (the same on a
+    replay): the log clock of the end offsets, never a partition itself."""
+    start = {"0": 1, "1": 2, "tick": 1, LOG_CLOCK: {"0": 1000, "1": 1001}}
+    end = {"0": 3, "1": 5, "tick": 1, LOG_CLOCK: {"0": 2000, "1": 2001}}
+    context = BatchContext.planned(start, end, {})
+    assert context.clock() == LogClock(until={0: 2000, 1: 2001})
+    assert (context.start, context.end) == ({"0": 1, "1": 2}, {"0": 3, "1": 5})
+    again, report = BatchContext.from_json(context.to_json(report=True))
+    assert again == context and report
+    assert BatchContext.planned(start, {"0": 4, "tick": 1}, {}).clock() == LogClock()  # planned before the clock
 
 def test_deadline_row_follows_the_log_clock():
     _, _, rows = run_group("bn", [record(reg("bn", 0, "10.0.0.1:10911"), 0, T0 + 5)], None, T0 + 10, CFG,
@@ -190,14 +187,8 @@ def test_time_in_which_the_log_could_not_be_read_is_not_silence():
     assert without is None and "BROKER_EXPIRED" in changes(rows)
 
 
-def test_the_outage_floor_comes_from_the_offset_log(tmp_path):
-    from pipelines.offset_log import RESUMED
-    offsets = tmp_path / "offsets"
-    offsets.mkdir()
-    (offsets / "7").write_text(f'v1\n{{"batchTimestampMs":1}}\n{{"0":3,"tick":1,"{LOG_CLOCK}":{{"0":900}},'
-                               f'"{RESUMED}":850}}\n')
-    (offsets / "8").write_text(f'v1\n{{"batchTimestampMs":1}}\n{{"0":4,"tick":1,"{LOG_CLOCK}":{{"0":950}}}}\n')
-    clocks = BatchClocks(tmp_path)
-    assert clocks.clock(7).resumed == 850
-    assert clocks.clock(8).resumed is None
-    assert read_offset_log(offsets / "7") == {"0": 3}  # not a partition
+def test_the_outage_floor_travels_in_the_batch_context():
+    context = BatchContext.planned({}, {"0": 3, "tick": 1, LOG_CLOCK: {"0": 900}, RESUMED: 850}, {})
+    assert context.clock() == LogClock(until={0: 900}, resumed=850)
+    assert BatchContext.from_json(context.to_json())[0].clock().resumed == 850
+    assert BatchContext.planned({}, {"0": 4, LOG_CLOCK: {"0": 950}}, {}).clock().resumed is None

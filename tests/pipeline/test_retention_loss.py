@@ -11,8 +11,10 @@ import pytest
 from conf import ConfigError, load_config
 from eventlog.journal import AdminJournal
 from eventlog.topics import MAX_SEGMENT_MS, retention_configs
-from pipelines.offset_log import LOST, forget_read_losses, lost_ranges, note_read_loss, partition_offsets, read_losses
-from pipelines.sink import batch_losses, lost_rows, read_count
+from pipelines.batch_context import LOSS_PARTITION, BatchContext, loss_row_value
+from pipelines.offset_log import LOST, lost_ranges, partition_offsets
+from pipelines.sink import batch_read, lost_rows
+from pipelines.step import batch_records
 from schemas import events as ev
 from schemas.metrics import reason_class
 
@@ -85,21 +87,19 @@ def test_lost_ranges_become_dead_letters_naming_the_admin_writes_among_them(tmp_
                      "partition 1 offsets 0..3 (4 events, admin writes among them: none noted)"]
 
 
-def test_what_a_read_finds_gone_after_the_plan_is_named_with_the_plans_loss(tmp_path):
-    """The retention may remove more between a batch's plan and its read: the read notes it beside
-    the progress record, and the batch's sink names it with what the plan named (a replay of the
-    batch notes it again under the same name)."""
-    note_read_loss(tmp_path, 5, 1, 40, 46)
-    note_read_loss(tmp_path, 5, 1, 40, 48)  # the replay found more gone: one note still
-    note_read_loss(tmp_path, 6, 0, 3, 4)
-    assert read_losses(tmp_path, 5) == [(1, 40, 48)] and read_losses(tmp_path, 7) == []
-    raw = {"0": 12, "1": 60, LOST: {"0": [2, 9]}}
-    lost = batch_losses(raw, read_losses(tmp_path, 5))
-    assert lost == [(0, 2, 9), (1, 40, 48)]
+def test_what_a_read_finds_gone_after_the_plan_is_named_with_the_plans_loss():
+    """The retention may remove more between a batch's plan and its read: the read says so in a
+    loss row of the batch, which the step passes on and the sink names with what the plan named."""
+    context = BatchContext.planned({"0": 1, "1": 30}, {"0": 12, "1": 60, LOST: {"0": [2, 9]}}, {})
+    records = [{"partition": -2, "offset": 0, "timestamp": 0, "key": "b2/0", "value": context.to_json(report=True)},
+               {"partition": LOSS_PARTITION, "offset": 40, "timestamp": 0, "key": "b2/0",
+                "value": loss_row_value(1, 40, 48)}]
+    kept, _, reports = batch_records(records)
+    assert kept == [] and len(reports) == 2
+    read = batch_read(reports, {})
+    assert read.lost == [(0, 2, 9), (1, 40, 48)]
     # records read: 0 -> 12 from 1 less 7 lost; 1 -> 60 from 30 less 8 lost
-    assert read_count({"0": 1, "1": 30}, {"0": 12, "1": 60}, lost) == 4 + 22
+    assert read.count == 4 + 22
     # a partition new since the previous batch counts nothing yet (as before), and never below zero
-    assert read_count({"0": 1}, {"0": 12, "1": 3}, [(1, 0, 9)]) == 11
-    assert read_count({}, {"0": 5}, []) == 5
-    forget_read_losses(tmp_path, 5)
-    assert read_losses(tmp_path, 5) == [] and read_losses(tmp_path, 6) == [(0, 3, 4)]
+    assert BatchContext(start={"0": 1}, end={"0": 12, "1": 3}).read_count([(1, 0, 9)]) == 11
+    assert BatchContext(start={}, end={"0": 5}).read_count([]) == 5

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from pipelines.offset_log import read_offset_log
-from pipelines.sink import plan_batch
-from pipelines.step_rows import DEAD_LETTER, REJECTED
+from pipelines.batch_context import BatchContext
+from pipelines.offset_log import LOG_CLOCK, RESETS
+from pipelines.sink import batch_read, plan_batch
+from pipelines.step_rows import BATCH, DEAD_LETTER, READ, REJECTED, row
 
 
 def out(owner, target, body, **coords):
@@ -27,8 +28,19 @@ def test_plan_groups_rows_by_table_and_owner():
     assert plan.rejected == ["a: stale"]
 
 
-def test_offset_log_reader(tmp_path):
-    f = tmp_path / "3"
-    f.write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":1}\n{"0":12,"1":4}\n')
-    assert read_offset_log(f) == {"0": 12, "1": 4}
-    assert read_offset_log(tmp_path / "missing") == {}
+def test_the_batch_tells_the_sink_what_it_read():
+    """Our source's batch reports itself (bucket 0's context row); the report rows are no table."""
+    context = BatchContext.planned({"0": 3, "1": 4, "tick": 2},
+                                   {"0": 12, "1": 4, "tick": 2, LOG_CLOCK: {"0": 900, "1": 950}, RESETS: {"1": 1}},
+                                   {"trigger": 800, "planned": 960})
+    rows = [row(None, BATCH, context.to_json(report=True).decode()), row("a", "topic_queue", "[]")]
+    read = batch_read(rows, {"0": 1})
+    assert (read.offsets, read.count, read.resets, read.lost) == ({"0": 12, "1": 4}, 9, {"1": 1}, [])
+    assert read.times == {"trigger": 800, "planned": 960, "admitted": 950}
+    assert set(plan_batch(rows, 1, 0).replace) == {"topic_queue"}
+
+
+def test_with_spark_s_kafka_connector_the_calls_tell_how_far_their_records_reach():
+    rows = [row(None, READ, json.dumps({"0": [13, 4]})), row(None, READ, json.dumps({"0": [11, 2], "1": [5, 5]}))]
+    read = batch_read(rows, {"0": 9, "2": 7})
+    assert (read.offsets, read.count) == ({"0": 13, "1": 5, "2": 7}, 11)

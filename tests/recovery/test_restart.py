@@ -113,7 +113,8 @@ def test_a_batch_planned_under_the_old_layout_and_not_committed_carries_the_move
         p.cfg = p.config_with(NAMESRV_STATE_BUCKETS="5")
         with caplog.at_level(logging.WARNING, logger="pipelines.state_layout"):
             p.start_job()
-        assert any(f"in batch {last}, planned before and replayed now" in r.getMessage() for r in caplog.records)
+        assert any("under 2 buckets, this job under 5 buckets: moving 4 broker group(s)" in r.getMessage()
+                   for r in caplog.records), [r.getMessage() for r in caplog.records]
         p.wait_for(lambda: state_layout.recorded_buckets(p.cfg.checkpoint_dir) == 5, 60, "the new layout recorded")
         assert p.get("/topics/UTopic1/route")[0] == 404
         assert all(p.get(f"/topics/UTopic{i}/route")[0] == 200 for i in (0, 2, 3))
@@ -135,7 +136,7 @@ def test_replaying_a_committed_batch_changes_nothing(spark, kafka_bootstrap, tmp
     from pipelines.step import StepConfig, run_group
     from schemas import events as ev
 
-    sink = DeltaSink(tmp_path / "delta", tmp_path / "checkpoint", retention_ms=DEFAULTS.history_retention_ms)
+    sink = DeltaSink(tmp_path / "delta", retention_ms=DEFAULTS.history_retention_ms)
     sink.ensure_tables()
     key, value = ev.encode(reg("broker-r", 0, "127.0.0.1:18911"))
     _, _, rows = run_group("broker-r", [{"partition": 0, "offset": 0, "timestamp": int(time.time() * 1000),
@@ -158,7 +159,7 @@ def test_a_restarted_sink_schedules_the_timeouts_broker_live_shows(tmp_path):
     from schemas.progress import read_progress
 
     now = int(time.time() * 1000)
-    first = DeltaSink(tmp_path / "delta", tmp_path / "checkpoint", retention_ms=DEFAULTS.history_retention_ms)
+    first = DeltaSink(tmp_path / "delta", retention_ms=DEFAULTS.history_retention_ms)
     first.ensure_tables()
     rows = []
     # broker-passed registered 150 s ago with a 120 s timeout; the job died before it expired.
@@ -169,7 +170,7 @@ def test_a_restarted_sink_schedules_the_timeouts_broker_live_shows(tmp_path):
         rows += run_group(name, [record], None, now - age_ms, StepConfig(routing_config(), 1 << 20, 600_000))[2]
     first.commit(0, rows, {"0": 2}, 2)
 
-    restarted = DeltaSink(tmp_path / "delta", tmp_path / "checkpoint", retention_ms=DEFAULTS.history_retention_ms,
+    restarted = DeltaSink(tmp_path / "delta", retention_ms=DEFAULTS.history_retention_ms,
                           live_flush_ms=60_000)
     restarted.ensure_tables()
     assert restarted.deadlines.next_deadline() == now - 150_000 + 120_000  # already passed
@@ -180,3 +181,35 @@ def test_a_restarted_sink_schedules_the_timeouts_broker_live_shows(tmp_path):
     assert progress is not None
     # broker-soon's seed (50 s ahead) still stands; broker-passed is looked at again in 5 s
     assert now + RECHECK_MS <= progress["nextDeadline"] <= after + RECHECK_MS
+
+
+def test_a_restart_in_the_middle_of_a_deferral_loses_no_liveness_signal(spark, kafka_bootstrap, tmp_path):
+    """A heartbeat waits for company (NAMESRV_HEARTBEAT_DEFER_MS); a job stopped while it waits
+    reads it in its first batch after the restart: the broker's lastUpdateTimestamp moves to it,
+    and the broker is judged from it, not from its registration."""
+    from schemas.progress import covers
+
+    def served_update() -> int:
+        rows = DeltaTable(str(p.cfg.warehouse / "broker_live")).to_pyarrow_table().to_pylist()
+        return int(next(r["lastUpdateTimestamp"] for r in rows if r["brokerName"] == "broker-d"))
+
+    p = Pipeline(spark, kafka_bootstrap, tmp_path, NAMESRV_HEARTBEAT_DEFER_MS="30000").start_job().start_http()
+    try:
+        addr = "127.0.0.1:17991"
+        p.wait_served(p.publish([reg("broker-d", 0, addr, tps=topics("DeferTopic", "Base"), timeout_ms=60_000)]))
+        registered = served_update()
+        time.sleep(1.0)
+        sent_ms = int(time.time() * 1000)
+        beat = p.publish([hb("broker-d", 0, addr)])
+        time.sleep(2.0)
+        _, health = p.get("/healthz")
+        assert not covers(health.get("sourceOffsets") or {}, beat), "the heartbeat was read at once, not deferred"
+        assert served_update() == registered
+        p.stop_job()  # in the middle of the heartbeat's deferral
+        p.start_job()
+        p.wait_served(beat, timeout=90)
+        assert served_update() >= sent_ms - 1_000 and served_update() > registered
+        assert p.get("/topics/DeferTopic/route")[0] == 200
+        p.check_job()
+    finally:
+        p.close()
