@@ -28,7 +28,7 @@ from typing import Any
 from conf import Config
 from eventlog.publisher import EventPublisher, ReconnectingPublisher
 from remoting import acl, bodies, codes, replies, requests
-from remoting.protocol import MAX_FRAME_BYTES, Command, FrameError, decode, encode_response, next_frame
+from remoting.protocol import MAX_FRAME_BYTES, Command, FrameError, decode, encode_response_parts, next_frame
 from remoting.replies import Reply, error, ok
 from routeinfo import route_reads
 from routeinfo.snapshot import Snapshot
@@ -55,6 +55,9 @@ WRITES_PER_TURN = 32
 # retention time, if shorter); then the registration is published whole again, so the body a
 # repeat names is always in the log when the job needs it.
 REPEAT_HORIZON_S = 3600.0
+# An answer body this long is written as its own object (`Connection.answer`): below it, one write
+# of header and body together costs less than two.
+SHARED_BODY_BYTES = 64 * 1024
 
 
 class PublishFailed(Exception):
@@ -121,8 +124,15 @@ class Connection(asyncio.Protocol):
     def answer(self, cmd: Command, reply: Reply) -> None:
         if cmd.oneway or self.transport is None or self.transport.is_closing():
             return
-        self.transport.write(encode_response(cmd.opaque, reply.code, remark=reply.remark, ext=reply.ext,
-                                             body=reply.body))
+        head, body = encode_response_parts(cmd.opaque, reply.code, remark=reply.remark, ext=reply.ext, body=reply.body)
+        if len(body) < SHARED_BODY_BYTES:
+            self.transport.write(head + body)
+            return
+        # A large body is the cut's, shared by every answer until the next cut: written as itself,
+        # the event loop holds a reference to it while the client reads, not a copy per
+        # connection (10,000 brokers each waiting on a 1.5 MB cluster info took the front to 12 GiB).
+        self.transport.write(head)
+        self.transport.write(body)
 
     def pause_writing(self) -> None:
         """A client that does not read its answers is not read, and the requests it already sent

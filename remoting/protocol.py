@@ -206,9 +206,21 @@ def encode_response(opaque: int, code: int, *, remark: str | None = None, ext: d
     """An answer as a Java NameServer of the newest line (5.5.0) writes it: a JSON header with
     fastjson2's field order (alphabetical, nulls omitted) and escaping (Python's with
     ensure_ascii off is byte for byte the same), `language` JAVA, the response flag set."""
+    return _response_head(opaque, code, remark, ext, len(body)) + body
+
+
+def encode_response_parts(opaque: int, code: int, *, remark: str | None = None, ext: dict[str, str] | None = None,
+                          body: bytes = b"") -> tuple[bytes, bytes]:
+    """`encode_response` as (everything before the body, the body itself): a body shared by many
+    answers (a cut's cluster info, pre-encoded once) is then written as that one object, not
+    copied into each answer."""
+    return _response_head(opaque, code, remark, ext, len(body)), body
+
+
+def _response_head(opaque: int, code: int, remark: str | None, ext: dict[str, str] | None, body_len: int) -> bytes:
     if ext is None and remark is None:  # most answers (every route lookup): no JSON encoder needed
-        return _frame(JSON, b'{"code":%d,"flag":1,"language":"JAVA","opaque":%d,"serializeTypeCurrentRPC":"JSON",'
-                            b'"version":%d}' % (code, opaque, V5_5_0), body)
+        return _frame_head(JSON, b'{"code":%d,"flag":1,"language":"JAVA","opaque":%d,"serializeTypeCurrentRPC":'
+                                 b'"JSON","version":%d}' % (code, opaque, V5_5_0), body_len)
     header: dict[str, Any] = {"code": code}
     if ext is not None:
         header["extFields"] = ext
@@ -216,7 +228,7 @@ def encode_response(opaque: int, code: int, *, remark: str | None = None, ext: d
     if remark is not None:
         header["remark"] = remark
     header.update(serializeTypeCurrentRPC="JSON", version=V5_5_0)
-    return _frame(JSON, json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8"), body)
+    return _frame_head(JSON, json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8"), body_len)
 
 
 def encode_request(code: int, opaque: int, *, ext: dict[str, str] | None = None, body: bytes = b"",
@@ -246,4 +258,8 @@ def _rocketmq_header(code: int, lang: int, version: int, opaque: int, flag: int,
 
 
 def _frame(stype: int, header: bytes, body: bytes) -> bytes:
-    return struct.pack(">iI", 4 + len(header) + len(body), (stype << 24) | len(header)) + header + body
+    return _frame_head(stype, header, len(body)) + body
+
+
+def _frame_head(stype: int, header: bytes, body_len: int) -> bytes:
+    return struct.pack(">iI", 4 + len(header) + body_len, (stype << 24) | len(header)) + header

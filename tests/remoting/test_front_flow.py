@@ -106,3 +106,37 @@ def test_a_registration_whose_connection_closes_while_it_is_published_is_undone(
         assert not registered, "the broker stayed registered after its connection closed"
     finally:
         front.stop()
+
+
+class _Recording:
+    """A transport that keeps what it is given (unit test of what the front writes)."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def is_closing(self) -> bool:
+        return False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+
+def test_a_large_shared_body_is_written_as_itself_not_copied_into_each_answer():
+    """A cut's cluster info is encoded once and shared by every answer: the front hands the event
+    loop that very object (uvloop keeps a reference while the client reads), so 10,000 waiting
+    clients hold one body, not 10,000 copies. A small answer stays one write."""
+    from remoting.front import SHARED_BODY_BYTES, Connection
+    from remoting.protocol import Command
+    from remoting.replies import Reply
+
+    big, small = b"x" * SHARED_BODY_BYTES, b"{}"
+    for body, writes in ((big, 2), (small, 1)):
+        conn = Connection(front=None, ident=1)  # type: ignore[arg-type]  # answer() uses only the transport
+        conn.transport = _Recording()  # type: ignore[assignment]
+        cmd = Command(code=codes.GET_BROKER_CLUSTER_INFO, opaque=7, flag=0, ext={}, body=b"")
+        conn.answer(cmd, Reply(code=codes.SUCCESS, body=body))
+        sent = conn.transport.writes  # type: ignore[attr-defined]
+        assert len(sent) == writes
+        assert decode(b"".join(sent)[4:]).body == body and decode(b"".join(sent)[4:]).opaque == 7
+        if writes == 2:
+            assert sent[1] is big
