@@ -132,6 +132,7 @@ class LivenessLedger:
         previous = None if known is None else known.addresses.get(address)
         if known is not None and previous is not None and previous.fingerprint == fingerprint and _fresh(known, now_ms):
             previous.last_signal_ms = max(previous.last_signal_ms, now_ms)
+            previous.offset = offset  # the same registration again, and the newest: what a repeat names
             return True
         broker_id = raw.get("brokerId")
         if known is None or known.shared != shared or any(
@@ -146,18 +147,29 @@ class LivenessLedger:
         address fresh; a change when the ledger saw the group and the repeat contradicts it (it
         names another registration, or one of an address the group no longer has: the step then
         reads its body and it may change the tables). A group not seen since the ledger started
-        is taken at the front's word (it repeats what its served cut shows)."""
+        is taken at the front's word (it repeats what its served cut shows). Either way the ledger
+        learns the address from it: once applied, the named registration is the address's, and
+        the next repeat naming it is a signal (the front keeps publishing small repeats, so
+        without this a group the ledger once doubted would stay a change at every repeat)."""
         known = self.groups.get(group)
-        if known is None:
-            return True
-        entry = known.addresses.get((str(raw.get("clusterName")), str(raw.get("brokerAddr"))))
+        address = (str(raw.get("clusterName")), str(raw.get("brokerAddr")))
         named = raw["repeats"].get("offsets") if isinstance(raw["repeats"], dict) else None
-        if (entry is not None and known.shared == _shared(raw) and entry.offset is not None
+        entry = None if known is None else known.addresses.get(address)
+        if (known is not None and entry is not None and known.shared == _shared(raw) and entry.offset is not None
                 and named == [entry.offset] and _fresh(known, now_ms)):
             entry.last_signal_ms = max(entry.last_signal_ms, now_ms)
             return True
-        self._changed(group)
-        return False
+        signal = known is None
+        if known is None or known.shared != _shared(raw):
+            known = self.groups[group] = _Group(_shared(raw))  # the others may now register differently
+        else:
+            known.addresses = {a: e for a, e in known.addresses.items()
+                               if a == address or e.broker_id != raw.get("brokerId")}
+        timeout = raw.get("heartbeatTimeoutMillis")
+        known.addresses[address] = _Address(
+            b"", raw.get("brokerId"), now_ms, timeout if isinstance(timeout, int) and timeout > 0
+            else self.default_timeout_ms, named[0] if isinstance(named, list) and len(named) == 1 else None)
+        return signal
 
 
 def _fresh(group: _Group, now_ms: int) -> bool:

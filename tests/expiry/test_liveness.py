@@ -181,3 +181,18 @@ def test_a_small_repeat_that_contradicts_what_the_ledger_saw_is_a_change():
 def test_a_small_repeat_of_a_group_not_seen_since_the_start_is_taken_at_the_fronts_word():
     # the front publishes one only for a registration its served cut shows
     assert observe(ledger(), small(registration(), 3), T0, offset=9)
+
+
+def test_repeats_stay_signals_when_they_name_an_identical_newer_registration_or_follow_a_doubted_one():
+    """The front names its connection's newest full registration; the fleet re-sends small ones from
+    then on. A repeat that once contradicted the ledger is applied as the registration it names,
+    and the next one naming it is a signal again (else a group doubted once would cost a batch at
+    every repeat: 10,000 brokers then took 92 % of a core instead of 40)."""
+    led = ledger()
+    full = registration()
+    assert not observe(led, full, T0, offset=7)
+    assert observe(led, registration(), T0 + 30_000, offset=9)  # identical, published whole again
+    assert observe(led, small(full, 9), T0 + 60_000, offset=11)
+    assert not observe(led, small(full, 4), T0 + 90_000, offset=12)  # names another: a change
+    assert observe(led, small(full, 4), T0 + 120_000, offset=13)  # ... and then known
+    assert observe(led, small(full, 4), T0 + 150_000, offset=14)
