@@ -124,22 +124,29 @@ class LivenessLedger:
             self._changed(group)  # unreadable (the step dead-letters it) or a chunk
             return False
         address = (str(raw.get("clusterName")), str(raw.get("brokerAddr")))
-        timeout = raw.get("heartbeatTimeoutMillis")
-        timeout_ms = timeout if isinstance(timeout, int) and timeout > 0 else self.default_timeout_ms
         fingerprint = _fingerprint(raw)
-        shared = _shared(raw)
         known = self.groups.get(group)
         previous = None if known is None else known.addresses.get(address)
         if known is not None and previous is not None and previous.fingerprint == fingerprint and _fresh(known, now_ms):
             previous.last_signal_ms = max(previous.last_signal_ms, now_ms)
             previous.offset = offset  # the same registration again, and the newest: what a repeat names
             return True
-        broker_id = raw.get("brokerId")
-        if known is None or known.shared != shared or any(
-                a.broker_id == broker_id for other, a in known.addresses.items() if other != address):
-            known = self.groups[group] = _Group(shared)  # the others may now register differently
-        known.addresses[address] = _Address(fingerprint, broker_id, now_ms, timeout_ms, offset)
+        self._learn(group, raw, fingerprint, now_ms, offset)
         return False
+
+    def _learn(self, group: str, raw: Mapping[str, Any], fingerprint: bytes, now_ms: int, offset: int | None) -> None:
+        """The address's registration is now `raw` (at `offset`): the group starts over when what it
+        shares moved or another address held this broker id (the others may now register
+        differently)."""
+        address = (str(raw.get("clusterName")), str(raw.get("brokerAddr")))
+        broker_id = raw.get("brokerId")
+        known = self.groups.get(group)
+        if known is None or known.shared != _shared(raw) or any(
+                a.broker_id == broker_id for other, a in known.addresses.items() if other != address):
+            known = self.groups[group] = _Group(_shared(raw))
+        timeout = raw.get("heartbeatTimeoutMillis")
+        timeout_ms = timeout if isinstance(timeout, int) and timeout > 0 else self.default_timeout_ms
+        known.addresses[address] = _Address(fingerprint, broker_id, now_ms, timeout_ms, offset)
 
     def _repeat(self, group: str, raw: Mapping[str, Any], now_ms: int) -> bool:
         """A registration the remoting front published small: a liveness signal when it names the
@@ -159,17 +166,9 @@ class LivenessLedger:
                 and named == [entry.offset] and _fresh(known, now_ms)):
             entry.last_signal_ms = max(entry.last_signal_ms, now_ms)
             return True
-        signal = known is None
-        if known is None or known.shared != _shared(raw):
-            known = self.groups[group] = _Group(_shared(raw))  # the others may now register differently
-        else:
-            known.addresses = {a: e for a, e in known.addresses.items()
-                               if a == address or e.broker_id != raw.get("brokerId")}
-        timeout = raw.get("heartbeatTimeoutMillis")
-        known.addresses[address] = _Address(
-            b"", raw.get("brokerId"), now_ms, timeout if isinstance(timeout, int) and timeout > 0
-            else self.default_timeout_ms, named[0] if isinstance(named, list) and len(named) == 1 else None)
-        return signal
+        # its fingerprint is not known (no body): the next full registration of it is a change
+        self._learn(group, raw, b"", now_ms, named[0] if isinstance(named, list) and len(named) == 1 else None)
+        return known is None
 
 
 def _fresh(group: _Group, now_ms: int) -> bool:
