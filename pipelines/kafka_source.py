@@ -31,7 +31,7 @@ from pipelines import buckets as bk
 from pipelines.admission import TICK, Backlog
 from pipelines.batch_context import CONTEXT_PARTITION, LOSS_PARTITION, BatchContext, loss_row_value
 from pipelines.buckets import IMPORT_PARTITION
-from pipelines.offset_log import LOG_CLOCK, LOST, RESETS, RESUMED, log_resets, lost_ranges
+from pipelines.offset_log import LOG_CLOCK, LOST, RESETS, RESUMED, LogClock, log_resets, lost_ranges
 from pipelines.state_layout import IMPORT_OFFSET, LAYOUT
 from pipelines.writer_lease import Lease
 from routeinfo.liveness import LivenessLedger
@@ -66,15 +66,6 @@ class ShortLogs:
 
 RAW_SCHEMA = "partition int, offset long, timestamp long, key string, value binary"
 
-
-def received(record_time_ms: int, partition: KafkaRange) -> int:
-    """A record's time bounded by the log clock of its batch in its partition (the bounds
-    `offset_log.LogClock.receive_time` applies; the step then bounds it by its own clock)."""
-    t = record_time_ms if partition.until is None else min(record_time_ms, partition.until)
-    if partition.since is not None:
-        t = max(t, partition.since if partition.until is None else min(partition.since, partition.until))
-    return t
-
 log = logging.getLogger(__name__)
 
 
@@ -106,6 +97,10 @@ class KafkaRange(InputPartition):
     since: int | None = None
     until: int | None = None
 
+    def clock(self) -> LogClock:
+        return LogClock(since={} if self.since is None else {self.partition: self.since},
+                        until={} if self.until is None else {self.partition: self.until})
+
 
 @dataclass
 class ContextRows(InputPartition):
@@ -116,8 +111,9 @@ class ContextRows(InputPartition):
 
     def rows(self) -> Iterator[tuple[Any, ...]]:
         prefix = bk.bucket_prefix(self.buckets)
+        reported, plain = self.context.to_json(report=True), self.context.to_json()
         for n in range(self.buckets):
-            yield (CONTEXT_PARTITION, n, 0, f"{prefix}{n}", self.context.to_json(report=n == 0))
+            yield (CONTEXT_PARTITION, n, 0, f"{prefix}{n}", reported if n == 0 else plain)
 
 
 @dataclass
@@ -699,6 +695,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         from kafka import TopicPartition
         from kafka.errors import KafkaError, OffsetOutOfRangeError
         tp = TopicPartition(self.topic, partition.partition)
+        clock = partition.clock()
         c = _reader_consumer(self.bootstrap)
         ok = False
         try:
@@ -744,7 +741,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                     if rec.offset >= partition.end:
                         break
                     key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
-                    yield (partition.partition, rec.offset, received(rec.timestamp, partition), key, rec.value)
+                    received = clock.receive_time(rec.timestamp, partition.partition)
+                    yield (partition.partition, rec.offset, received, key, rec.value)
                     nxt = rec.offset + 1
             ok = True
         finally:

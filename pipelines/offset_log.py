@@ -62,12 +62,17 @@ class LogClock:
     until: Mapping[int, int] = field(default_factory=dict)
     resumed: int | None = None  # the log's outage floor (routeinfo/housekeeping.py); None: none known
 
-    def receive_time(self, record_time_ms: int, partition: int, now_ms: int) -> int:
-        """A record's time bounded by what the log says about when it arrived, never after now."""
-        upper = min(self.until.get(partition, now_ms), now_ms)
+    def receive_time(self, record_time_ms: int, partition: int, now_ms: int | None = None) -> int:
+        """A record's time bounded by what the log says about when it arrived, never after now
+        (None: not bounded by now; the source's read, before the step bounds it by its clock)."""
+        until = self.until.get(partition)
+        bounds = [b for b in (until, now_ms) if b is not None]
+        upper = min(bounds) if bounds else None
         lower = self.since.get(partition)
-        t = min(record_time_ms, upper)
-        return t if lower is None else max(t, min(lower, upper))
+        t = record_time_ms if upper is None else min(record_time_ms, upper)
+        if lower is None:
+            return t
+        return max(t, lower if upper is None else min(lower, upper))
 
     def expiry_time(self, now_ms: int, partitions: Iterable[int] = ()) -> int:
         """The instant a group is expired at: its records' partitions' clock, else the earliest."""

@@ -21,7 +21,7 @@ from conf.memory import ReleaseAfter
 from eventlog.fetch import RecordFetcher
 from pipelines import buckets as bk
 from pipelines import step_rows as out_rows
-from pipelines.batch_context import CONTEXT_PARTITION, LOSS_PARTITION, BatchContext, read_loss
+from pipelines.batch_context import CONTEXT_PARTITION, LOSS_PARTITION, BatchContext
 from pipelines.offset_log import LogClock
 from routeinfo import housekeeping, kv_manager, route_manager
 from routeinfo.route_writes import NeedsBody, RoutingConfig
@@ -264,7 +264,7 @@ def batch_records(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
             if report:
                 reports.append(out_rows.row(None, out_rows.BATCH, r["value"].decode()))
         elif r["partition"] == LOSS_PARTITION:
-            reports.append(out_rows.row(None, out_rows.READ_LOSS, json.dumps(read_loss(r["value"]))))
+            reports.append(out_rows.row(None, out_rows.READ_LOSS, r["value"].decode()))
         else:
             kept.append(r)
     if context is None and kept:
