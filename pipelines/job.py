@@ -33,7 +33,7 @@ from schemas import tables as t
 log = logging.getLogger("namesrv.job")
 QUERY_NAME = "namesrv-routes"
 # What the step and the source import on an executor (pickled by reference, so shipped as code).
-EXECUTOR_PACKAGES = ("conf", "schemas", "routeinfo", "eventlog", "pipelines")
+EXECUTOR_PACKAGES = ("conf", "schemas", "routeinfo", "liveness", "eventlog", "pipelines")
 
 
 def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: str | None = None) -> Any:
@@ -174,7 +174,7 @@ def start_query(spark: Any, cfg: Config, *, query_name: str = QUERY_NAME,
     sink.ensure_tables()
     sink.announce_start(start_phases)
     step = make_step(step_cfg)
-    # With our source, batches run when it admits one (pipelines/admission.py); Spark's own
+    # With our source, batches run when it admits one (liveness/admission.py); Spark's own
     # no-data batches would run every trigger, because ProcessingTimeTimeout always asks for
     # another batch. Spark's connector has no admission, so it needs them for timeouts to fire.
     # The query takes the session's settings when it starts, so this is per query.
@@ -183,7 +183,7 @@ def start_query(spark: Any, cfg: Config, *, query_name: str = QUERY_NAME,
            .groupBy(col("key"))
            .applyInPandasWithState(step, OUTPUT_SCHEMA, STATE_SCHEMA, "append",
                                    GroupStateTimeout.ProcessingTimeTimeout))
-    # Our source paces the batches itself and admits a change at once (pipelines/admission.py), so
+    # Our source paces the batches itself and admits a change at once (liveness/admission.py), so
     # its query runs triggers back to back: with a processing-time interval Spark would hold a
     # change that arrived during a batch until the next multiple of the interval.
     interval_ms = cfg.trigger_interval_ms if cfg.kafka_source == "connector" else 0

@@ -26,42 +26,22 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from conf.store import store_path
 from eventlog.consumer import consumer, record_time, true_end
 from eventlog.topics import ensure_topic
-from pipelines import admission, state_layout
+from liveness import admission
+from liveness.admission import TICK, Backlog
+from liveness.ledger import LivenessLedger
+from liveness.watch import WaitingRecords
 from pipelines import buckets as bk
-from pipelines.admission import TICK, Backlog
+from pipelines import state_layout
 from pipelines.batch_context import CONTEXT_PARTITION, LOSS_PARTITION, BatchContext, loss_row_value
 from pipelines.buckets import IMPORT_PARTITION
+from pipelines.log_outage import GONE_CONFIRM_S, LogOutage, ShortLogs
 from pipelines.offset_log import LOG_CLOCK, LOST, RESETS, RESUMED, LogClock, log_resets, lost_ranges
 from pipelines.state_layout import IMPORT_OFFSET, LAYOUT
 from pipelines.writer_lease import Lease
-from routeinfo.liveness import LivenessLedger
 from schemas.events import TYPE_HEADER
 from schemas.progress import read_progress
 
 SOURCE_NAME = "namesrv_kafka"
-# How long a partition's log must look shorter than a planned read before those offsets count as
-# gone (a wiped broker): longer than a healed broker takes to learn it no longer leads.
-GONE_CONFIRM_S = 15.0
-OUTAGE_FILE = "_log_outage.json"
-
-
-class ShortLogs:
-    """Partitions whose log looks shorter than what the job read or planned, and since when. A short
-    log is believed (a memory-only broker restarted, its log wiped) only once it has stayed short
-    for GONE_CONFIRM_S: a broker healed from a cut still answers as the partition's leader, with its
-    own shorter log, until it learns of the new leader (seen on the multi-host bed: acknowledged
-    records skipped as "gone")."""
-
-    def __init__(self) -> None:
-        self._since: dict[int, float] = {}
-
-    def believed(self, partition: int) -> bool:
-        """The partition looks short now: whether to believe it yet."""
-        first = self._since.setdefault(partition, time.monotonic())
-        return time.monotonic() - first >= GONE_CONFIRM_S
-
-    def clear(self, partition: int) -> None:
-        self._since.pop(partition, None)
 
 
 RAW_SCHEMA = "partition int, offset long, timestamp long, key string, value binary"
@@ -133,9 +113,6 @@ _MIN_WAIT_S = 0.02  # less of a trigger than this left: not worth a wait for rec
 # The longest one look waits for a change: a query being stopped waits for the look to end (Spark
 # cannot interrupt the source's Python process), so a longer trigger looks again at its next start.
 MAX_WAIT_S = 10.0
-# A look at the log (end offsets, a wait for records) that took this much longer than it should
-# have means the log could not be read meanwhile (`_slow_look`); a healthy one takes milliseconds.
-SLOW_LOOK_S = 5.0
 # How often the planner asks where each partition's log begins (the topic's retention moves it): a
 # batch whose start is below it names what it lost (`LOST`); a read that finds more gone says so.
 LOG_START_TTL_S = 10.0
@@ -194,12 +171,6 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._consumer = None
         self._ends: dict[int, tuple[int, int]] = {}  # partition -> (reported end, true end)
         self._short = ShortLogs()  # partitions whose end looks behind the consumed offset
-        self._unavailable = False
-        # The log's outage floor (offset_log.RESUMED): when this source could read the log again
-        # after it could not. An outage is also marked in the store (OUTAGE_FILE beside the
-        # progress record), so that a job that restarts meanwhile still knows of it.
-        self._resumed: int | None = None
-        self._marked: bool | None = None  # whether OUTAGE_FILE is there (None: not looked yet)
         # Batch admission (see `_admit`): heartbeats may wait up to defer_ms for company.
         self.defer_ms = int(options["heartbeatdeferms"])
         # The trigger interval paces the batches that no change asks for (`admission.decide`), and
@@ -210,7 +181,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.wait_s = min(self.pace_ms / 1000, MAX_WAIT_S)
         # the job's progress record's directory (the warehouse); none when the source runs alone
         self.progress_dir = store_path(options["progressdir"]) if options["progressdir"] else None
-        self._outage_file = None if self.progress_dir is None else self.progress_dir / OUTAGE_FILE
+        self._outage = LogOutage(self.bootstrap, self.progress_dir)  # the log's outages and their floor
         self.lease = Lease(store_path(options["leasedir"]), int(options["writerepoch"])) if options["leasedir"] else None
         self.state_import = options["stateimport"] or None
         # A replayed batch planned under another layout hands the import over (`partitions`): the
@@ -220,12 +191,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.layout_dir = store_path(options["layoutdir"]) if options["layoutdir"] else None
         self._trigger_ms: int | None = None  # when the newest trigger began (latestOffset was called)
         self._last_run = 0.0
-        # What the scan of waiting records found (see `_scan_pending`): per partition, the offset the
-        # ledger has looked at up to, and (offset, liveness signal, record time) of each record
-        # looked at and not read by a batch yet.
-        self._ledger = LivenessLedger(default_timeout_ms=int(options["brokertimeoutms"]))
-        self._observed: dict[int, int] = {}
-        self._marks: dict[int, list[tuple[int, bool, int]]] = {}
+        # What the ledger said of the records waiting to be read (see `_scan_pending`).
+        self._waiting = WaitingRecords(LivenessLedger(default_timeout_ms=int(options["brokertimeoutms"])))
         self._starts: tuple[float, dict[int, int]] | None = None  # (when asked, where each partition's log begins)
 
     # -- driver side
@@ -264,7 +231,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         while True:
             out = self._latest(start, limit)
             left = until - time.monotonic()
-            if out != start or self._unavailable or left < _MIN_WAIT_S:
+            if out != start or self._outage.unavailable or left < _MIN_WAIT_S:
                 return out
             waited = time.monotonic()
             try:
@@ -272,23 +239,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             except Exception as exc:  # the next look reports an unreachable broker
                 log.debug("waiting for records failed: %s", exc)
                 return out
-            self._slow_look(time.monotonic() - waited - left, "a wait for records")
-
-    def _slow_look(self, overran_s: float, what: str) -> None:
-        """A call to Kafka that took SLOW_LOOK_S longer than it should have counts as an outage (the
-        floor is taken when the next look succeeds): a broker cut off behind a switch may leave
-        kafka-python's requests hanging and retried without an error for as long as the cut
-        lasts, and the heartbeats the log could not take meanwhile are not silence either."""
-        if overran_s > SLOW_LOOK_S:
-            self._lost_log(f"took {overran_s:.0f} s too long to answer ({what}); counted as an outage of the log")
-
-    def _lost_log(self, why: str) -> None:
-        """The log could not be read (logged and marked once per outage): the next look that
-        succeeds takes the outage floor."""
-        if not self._unavailable:
-            log.warning("Kafka at %s %s", self.bootstrap, why)
-            self._mark_outage()
-        self._unavailable = True
+            self._outage.slow(time.monotonic() - waited - left, "a wait for records")
 
     def _await_change(self, start: dict, seconds: float) -> None:
         """Block up to `seconds`, or until admission may decide otherwise without a record (the
@@ -311,7 +262,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         tps = [TopicPartition(self.topic, p) for p in sorted(self._ends)]
         c.assign(tps)
         for tp in tps:
-            c.seek(tp, self._look_from(tp.partition, int(start.get(str(tp.partition), 0))))
+            c.seek(tp, self._waiting.look_from(tp.partition, int(start.get(str(tp.partition), 0))))
         while (left := until - time.monotonic()) > 0:
             if left <= WATCH_FETCH_WAIT_MS / 1000:
                 # A poll can outlast its timeout by a fetch's wait at the broker: the last stretch
@@ -323,55 +274,26 @@ class KafkaStreamReader(DataSourceStreamReader):
             for tp, records in c.poll(timeout_ms=wait_ms, max_records=_SCAN_LIMIT).items():
                 for rec in records:
                     urgent = self._look(tp.partition, rec) is False or urgent
-            waiting = sum(upto - int(start.get(str(p), 0)) for p, upto in self._observed.items())
-            if urgent or waiting >= self.max_records:
+            if urgent or self._waiting.waiting(start) >= self.max_records:
                 return
 
-    def _look_from(self, partition: int, start: int, *, reset: bool = False) -> int:
-        """Where the ledger goes on in a partition whose unread records begin at `start`: where it
-        stopped, unless that is before `start` (records skipped), the partition is new to it, or the
-        log went back (`reset`); then it starts over at `start`."""
-        upto = self._observed.get(partition)
-        if reset or upto is None or upto < start:
-            if upto is not None:
-                self._ledger.clear()
-            self._marks.pop(partition, None)
-            upto = self._observed[partition] = start
-        return upto
-
     def _look(self, partition: int, rec: Any) -> bool | None:
-        """Run the next record of a partition through the ledger and keep its verdict (True: a
-        liveness signal); None when it is not the next one (already looked at)."""
-        if rec.offset < self._observed[partition]:
-            return None
+        """Hand a fetched record to the ledger's bookkeeping (`liveness.watch`)."""
         kind = next((v.decode("utf-8", "replace") for k, v in rec.headers or () if k == TYPE_HEADER), None)
         key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
-        liveness = self._ledger.observe(key, kind, rec.value, rec.timestamp, rec.offset)
-        self._marks.setdefault(partition, []).append((rec.offset, liveness, rec.timestamp))
-        self._observed[partition] = rec.offset + 1
-        return liveness
+        return self._waiting.look(partition, rec.offset, key, kind, rec.value, rec.timestamp)
 
     def _latest(self, start: dict, limit: ReadLimit) -> dict:
         asked = time.monotonic()
         try:
             ends = self._ends_now()
         except Exception as exc:  # broker unreachable or restarting: no new data this trigger
-            self._lost_log(f"unavailable ({type(exc).__name__}: {exc}); waiting for it, no new data meanwhile")
+            self._outage.lost(f"unavailable ({type(exc).__name__}: {exc}); waiting for it, no new data meanwhile")
             self.stop()
             self._ends.clear()
             return dict(start)
-        self._slow_look(time.monotonic() - asked, "the log's end offsets")
-        # looked at every time while unmarked: a batch's read may have marked an outage (`read`)
-        if self._unavailable or not self._marked:
-            if self._unavailable or (self._outage_file is not None and self._outage_file.exists()):
-                # no broker is judged silent for the outage: each gets a full timeout from now
-                self._resumed = int(time.time() * 1000)
-                self._marked = True
-                log.warning("Kafka at %s is reachable again; brokers are judged from now on (%s)", self.bootstrap,
-                            "an outage this job saw" if self._unavailable else f"an outage marked in {self._outage_file}")
-            else:
-                self._marked = False
-            self._unavailable = False
+        self._outage.slow(time.monotonic() - asked, "the log's end offsets")
+        self._outage.looked()
         budget = None
         if isinstance(limit, ReadMaxRows):
             budget = max(1, limit.max_rows // max(1, len(ends)))
@@ -423,9 +345,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         if run:
             self._last_run = now
             self._observe(pending)  # whichever rule decided, the ledger looks at what the batch will read
-            self._consumed(out)
+            self._waiting.consumed({int(p): int(o) for p, o in out.items() if admission.is_partition(p)})
             out = {**out, LOG_CLOCK: self._log_clock(start, out, ends, int(now)), LAYOUT: self.buckets}
-            floors = [int(f) for f in (start.get(RESUMED), self._resumed) if f is not None]
+            floors = [int(f) for f in (start.get(RESUMED), self._outage.resumed) if f is not None]
             if floors:
                 out[RESUMED] = max(floors)
             resets = count_resets(start, out)
@@ -504,30 +426,20 @@ class KafkaStreamReader(DataSourceStreamReader):
         return deadline
 
     def _scan_pending(self, pending: dict[int, tuple[int, int]]) -> Backlog:
-        """Whether any waiting record is not a liveness signal, and the oldest waiting signal's time.
-
-        What the ledger (`routeinfo.liveness`) said of each record is kept until a batch reads it
-        (`_observe`); a range the ledger could not look at in full counts as urgent."""
+        """Whether any waiting record is not a liveness signal, and the oldest waiting signal's time
+        (`liveness.watch`); a range the ledger could not look at in full counts as urgent."""
         if not self._observe(pending):
             return Backlog(urgent=True, oldest_heartbeat_ms=None)
-        urgent_any, oldest_all = False, None
-        for p, (s, e) in pending.items():
-            waiting = [(liveness, ts) for off, liveness, ts in self._marks[p] if s <= off < e]
-            # not looked at to its end in time: nothing of it waits
-            urgent_any = urgent_any or self._observed[p] < e or not all(liveness for liveness, _ in waiting)
-            oldest = min((ts for _, ts in waiting), default=None)
-            if oldest is not None:
-                oldest_all = oldest if oldest_all is None else min(oldest_all, oldest)
-        return Backlog(urgent=urgent_any, oldest_heartbeat_ms=oldest_all)
+        return self._waiting.backlog(pending)
 
     def _observe(self, pending: dict[int, tuple[int, int]]) -> bool:
         """Run every waiting record not looked at yet through the ledger, once, in log order, and
-        keep its verdict (`_marks`). False when a range went backwards (log reset) or is too long
+        keep its verdict (`liveness.watch`). False when a range went backwards (log reset) or is too long
         to be worth looking at (the ledger, which will not have seen it, starts over when it is
-        read, `_consumed`)."""
+        read, `WaitingRecords.consumed`)."""
         from kafka import TopicPartition
         for p, (s, e) in sorted(pending.items()):
-            upto = self._look_from(p, s, reset=e < s)
+            upto = self._waiting.look_from(p, s, reset=e < s)
             if e < s or e - upto > _SCAN_LIMIT:
                 return False
             if upto >= e:
@@ -537,23 +449,11 @@ class KafkaStreamReader(DataSourceStreamReader):
             c.assign([tp])
             c.seek(tp, upto)
             deadline = time.monotonic() + 2
-            while self._observed[p] < e and time.monotonic() < deadline:
+            while self._waiting.observed[p] < e and time.monotonic() < deadline:
                 for rec in c.poll(timeout_ms=200, max_records=_SCAN_LIMIT).get(tp, []):
                     if rec.offset < e:
                         self._look(p, rec)
         return True
-
-    def _consumed(self, out: dict) -> None:
-        """A batch reads up to `out`: forget what the scan said of those records; a record the
-        ledger did not see means it no longer knows the log, so it starts over."""
-        for key, end in out.items():
-            if not admission.is_partition(key):
-                continue
-            p, end = int(key), int(end)
-            if self._observed.get(p, -1) < end:
-                self._ledger.clear()
-                self._observed[p] = end
-            self._marks[p] = [m for m in self._marks.get(p, []) if m[0] >= end]
 
     def _ends_now(self) -> dict[int, int]:
         tps = self._tps()
@@ -613,33 +513,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             state_layout.record_layout(self.layout_dir, self.buckets)
             log.info("the state is in %d buckets now (%s)", self.buckets, self.layout_dir / state_layout.LAYOUT_FILE)
             self.state_import = None
-        if self._outage_file is not None and self._marked and self._resumed is not None \
-                and int(end.get(RESUMED, 0)) >= self._resumed:
-            try:
-                self._outage_file.unlink(missing_ok=True)
-                self._marked = False
-            except Exception as exc:  # the store is unreachable: tried again after the next batch
-                log.warning("could not remove %s: %s", self._outage_file, exc)
-
-    def _mark_outage(self) -> None:
-        if self._outage_file is None:
-            return
-        try:
-            self._outage_file.write_text(json.dumps({"since": int(time.time() * 1000)}))
-            self._marked = True
-        except Exception as exc:  # the floor still holds for this process; a restart would not know
-            log.warning("could not mark the log's outage in %s: %s", self._outage_file, exc)
-
-    def _stalled(self, partition: KafkaRange, waiting_since: float | None) -> bool:
-        """Whether a read's polls have brought none of its records for SLOW_LOOK_S: the log went
-        away under it, and it marks an outage (once), whose floor its planner, which saw nothing of
-        it, grants at its next look (a heartbeat the log could not take is not silence)."""
-        if waiting_since is None or time.monotonic() - waiting_since <= SLOW_LOOK_S:
-            return False
-        log.warning("%s[%d]: Kafka at %s did not answer this read for %.0f s; marking an outage of the log",
-                    self.topic, partition.partition, self.bootstrap, SLOW_LOOK_S)
-        self._mark_outage()
-        return True
+        self._outage.committed(int(end.get(RESUMED, 0)))
 
     def _after_empty_poll(self, c: Any, tp: Any, partition: KafkaRange, nxt: int, short: ShortLogs,
                           losses: list[tuple[Any, ...]]) -> int | None:
@@ -711,7 +585,7 @@ class KafkaStreamReader(DataSourceStreamReader):
                     raise RuntimeError(
                         f"{self.topic}[{partition.partition}]: offsets {nxt}..{partition.end} not readable "
                         f"within 120 s (broker gone?)")
-                marked = marked or self._stalled(partition, waiting_since)
+                marked = marked or self._outage.stalled(self.topic, partition.partition, waiting_since)
                 try:
                     records = c.poll(timeout_ms=500, max_records=5000).get(tp, [])
                 except OffsetOutOfRangeError:  # not in the log: retention removed it, or the log was wiped

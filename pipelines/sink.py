@@ -26,9 +26,9 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from conf.memory import release_memory
 from conf.store import StorePath, store_path
 from eventlog.journal import AdminJournal
+from liveness.deadlines import DeadlineBook
 from pipelines import step_rows
 from pipelines.batch_context import BatchContext, Lost
-from pipelines.deadlines import DeadlineBook
 from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
 from pipelines.writer_lease import EPOCH_PROPERTY, Fenced, Lease, table_epoch

@@ -14,9 +14,9 @@ or when its timeout fires. One silent broker, end to end:
 3. The sink (`pipelines/sink.py`) keeps the newest deadline per group and publishes the
    earliest one as `nextDeadline` in `<warehouse>/_progress.json` (`schemas/progress.py`).
    A restarted job starts that book from `broker_live` and looks again every `RECHECK_MS`
-   at groups not heard from since (`pipelines/deadlines.py`).
+   at groups not heard from since (`liveness/deadlines.py`).
 4. Spark's own no-data batches are off (they would run every trigger). The Kafka source asks
-   the pure admission policy (`pipelines/admission.py`) each trigger; once `nextDeadline` is
+   the pure admission policy (`liveness/admission.py`) each trigger; once `nextDeadline` is
    due it admits a batch without records by bumping a virtual `tick` offset.
 5. In that batch Spark calls the group with `hasTimedOut`; `route_manager.apply` runs
    `expire` at the batch's processing time, which removes the address like an UNREGISTER

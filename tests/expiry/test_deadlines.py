@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipelines.deadlines import DeadlineBook
+from liveness.deadlines import DeadlineBook
 
 RECHECK = 5_000
 FLUSH = 60_000

@@ -1,10 +1,10 @@
-"""routeinfo.liveness: which log records only keep a broker alive (pure)."""
+"""liveness.ledger: which log records only keep a broker alive (pure)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from routeinfo.liveness import LivenessLedger
+from liveness.ledger import LivenessLedger
 from routeinfo.state import topic_keys_digest
 from schemas import events as ev
 

@@ -4,8 +4,8 @@ Two readers of one random log must leave identical route tables:
 
 - the full route path reads every record the moment it arrives, alone, through the step's pure
   core (`pipelines.step.run_group`);
-- the liveness path reads as the job does: the ledger (`routeinfo.liveness`) calls each record a
-  liveness signal or a change, the admission policy (`pipelines.admission.decide`) holds signals
+- the liveness path reads as the job does: the ledger (`liveness.ledger`) calls each record a
+  liveness signal or a change, the admission policy (`liveness.admission.decide`) holds signals
   for company and runs a batch at once for a change, at a due deadline or when the deferral ran
   out, and each batch runs through the bucket container (`pipelines.buckets.run_bucket`) at the
   batch's log clock. The job restarts (its ledger starts empty and looks at what waits again, and
@@ -17,7 +17,7 @@ After every batch of the liveness path the two must hold the same five tables, r
 table but broker_live's times when it is applied: the deferral it allows may delay nothing a
 reader can see, except for the documented case of a small repeat of a group of which the ledger
 has seen no full registration and no change since it started. That one is taken at the front's
-word (`routeinfo/liveness.py`); if its address expired or was unregistered meanwhile, it needs its
+word (`liveness/ledger.py`); if its address expired or was unregistered meanwhile, it needs its
 body and changes the tables, served up to the deferral later.
 
 The logs mix heartbeats, identical and changed re-registrations, small repeats (some naming a body
@@ -32,11 +32,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines import admission
+from liveness import admission
 from pipelines import buckets as bk
 from pipelines.offset_log import LogClock
 from pipelines.step import StepConfig, run_group
-from routeinfo.liveness import LivenessLedger
+from liveness.ledger import LivenessLedger
 from routeinfo.route_writes import RoutingConfig
 from routeinfo.state import GroupState, table_rows, topic_keys_digest
 from schemas import events as ev

@@ -73,7 +73,7 @@ def test_heartbeats_wait_registrations_do_not_and_timeouts_run_on_time(pipe, fig
 
 def test_unchanged_re_registrations_wait_like_heartbeats_and_a_changed_one_does_not(pipe, figures):
     """A broker with default settings re-sends its whole registration every 30 s, data version
-    unchanged: a liveness signal (routeinfo/liveness.py), which keeps it alive without a batch
+    unchanged: a liveness signal (liveness/ledger.py), which keeps it alive without a batch
     per trigger; the first one that registers something new is served at once."""
     c = ("adm-c", 0, "127.0.0.1:31941")
     tps = topics("AdmReg", "AdmRegBase")

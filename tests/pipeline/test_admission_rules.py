@@ -1,10 +1,10 @@
-"""pipelines.admission: when a trigger runs a micro-batch, and what offsets it returns (pure)."""
+"""liveness.admission: when a trigger runs a micro-batch, and what offsets it returns (pure)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipelines.admission import IDLE_BATCH_MS, TICK, Backlog, decide, next_look_ms, offsets_to_run, pending_ranges
+from liveness.admission import IDLE_BATCH_MS, TICK, Backlog, decide, next_look_ms, offsets_to_run, pending_ranges
 
 DEFER = 10_000
 NOW = 1_000_000

@@ -46,6 +46,9 @@ def imported_packages(package: str) -> dict[str, set[str]]:
 @pytest.mark.parametrize("package, forbidden", [
     # the pure core: no I/O frameworks, and no way back into the layers that use it
     ("routeinfo", {"flask", "pyspark", "deltalake", "kafka", "serving", "pipelines", "eventlog", "ops", "tests"}),
+    # liveness decides what only keeps a broker alive, for the front and the job alike: pure, no I/O
+    ("liveness", {"flask", "pyspark", "deltalake", "kafka", "serving", "pipelines", "remoting", "eventlog", "ops",
+                  "snapshots", "tests"}),
     ("schemas", {"flask", "pyspark", "deltalake", "kafka", "serving", "pipelines", "routeinfo", "tests"}),
     ("conf", {"flask", "pyspark", "deltalake", "kafka", "serving", "pipelines", "tests"}),
     # the Kafka client is shared by the job, the server, the launcher and the tools: no Spark

@@ -5,7 +5,7 @@ RocketMQ keeps liveness (`brokerLiveTable`) apart from the route tables: a BROKE
 default settings re-sends every `registerNameServerPeriod` (30 s, `forceRegister` true) with an
 unchanged data version touch one small entry. Here every record still reaches the route rules in
 log order, so a record's *outcome* never depends on this module; what depends on it is *when*
-it is read: a liveness signal may wait for company (`pipelines/admission.py`), a change is
+it is read: a liveness signal may wait for company (`liveness/admission.py`), a change is
 served at once.
 
 A REGISTER_BROKER is a liveness signal when the log shows that it cannot change the route
