@@ -1,10 +1,12 @@
 """The remoting front: RocketMQ's TCP protocol in front of the served snapshot and the event log.
 
 One asyncio loop holds every connection. Reads are answered inline from the served cut
-(`remoting.replies`); writes are published to Kafka on one publishing thread, in the order
-they arrived, and answered once Kafka acknowledged them (and, for admin writes and
+(`remoting.replies`); writes are published to Kafka in the order they arrived
+(`remoting.publish`) and answered once Kafka acknowledged them (and, for admin writes and
 registrations that change what a lookup would see, once the served cut has them, within a
-bound).
+bound: `remoting.served`). Liveness signals are answered at once and wait in the coalescing
+window (`liveness.coalescing`). This module is the dispatcher: it frames requests, picks the
+handler by request code, keeps which connection registered which broker, and answers.
 
 The front also does what only the holder of a broker's TCP connection can do, as RocketMQ's
 BrokerHousekeepingService does: when a connection that registered a broker closes, the broker is
@@ -18,18 +20,19 @@ import asyncio
 import collections
 import itertools
 import logging
-import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from conf import Config
-from eventlog.publisher import EventPublisher, ReconnectingPublisher
+from eventlog.publisher import EventPublisher
+from liveness.coalescing import Coalescer
 from remoting import acl, bodies, codes, replies, requests
 from remoting.protocol import MAX_FRAME_BYTES, Command, FrameError, decode, encode_response_parts, next_frame
+from remoting.publish import PublishFailed, PublishPipeline
 from remoting.replies import Reply, error, ok
+from remoting.served import ServedWaiter
 from routeinfo import route_reads
 from routeinfo.snapshot import Snapshot
 from routeinfo.state import topic_keys_digest
@@ -40,12 +43,6 @@ from snapshots.freshness import LogMark, includes, reset_since
 
 log = logging.getLogger("namesrv.remoting")
 NOT_READY = "name server not ready"
-RETRY_AFTER_FAILURE_S = 5.0
-# a write waiting for the served cut to include it: (coords, log mark taken before publishing,
-# deadline, answer)
-Waiting = tuple[list[tuple[int, int]], LogMark, float, "asyncio.Future[Snapshot]"]
-
-
 METRICS_WRITE_S = 1.0
 # Writes started per turn of the event loop. A write's decoding and checks run in its first step,
 # so this bounds how long a read waits behind a storm of them (at about a millisecond each for a
@@ -58,10 +55,6 @@ REPEAT_HORIZON_S = 3600.0
 # An answer body this long is written as its own object (`Connection.answer`): below it, one write
 # of header and body together costs less than two.
 SHARED_BODY_BYTES = 64 * 1024
-
-
-class PublishFailed(Exception):
-    """Kafka did not acknowledge; nothing was written."""
 
 
 @dataclass
@@ -168,8 +161,8 @@ LIVENESS_CODES = frozenset({codes.BROKER_HEARTBEAT, codes.QUERY_DATA_VERSION})
 
 
 class Front:
-    """Connections, dispatch and the write path; `store` is the served-snapshot holder
-    (snapshots.store.SnapshotStore), `publisher_factory` builds an EventPublisher."""
+    """Connections, dispatch and the broker connection table; `store` is the served-snapshot
+    holder (snapshots.store.SnapshotStore), `publisher_factory` builds an EventPublisher."""
 
     def __init__(self, cfg: Config, store: Any, publisher_factory: Callable[[], EventPublisher],
                  *, max_frame_bytes: int = MAX_FRAME_BYTES, metrics: RemotingMetrics | None = None) -> None:
@@ -181,13 +174,7 @@ class Front:
         self._ids = itertools.count(1)
         self._generations = itertools.count(1)
         self._owner: dict[tuple[str, str], tuple[int, int]] = {}  # (cluster, addr) -> (connection, generation)
-        self._heartbeats: dict[tuple[str, str], dict[str, Any]] = {}
-        self._publisher = ReconnectingPublisher(publisher_factory)
-        self._failure: tuple[float, str] | None = None  # (when, remark) of the last failed publish
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="publish")  # one thread: events keep their order
-        self._queue: list[tuple[list[dict[str, Any]], asyncio.Future[list[tuple[int, int]]]]] = []
-        self._queue_lock = threading.Lock()
-        self._draining = False
+        self._signals = Coalescer()  # liveness signals waiting for the next window
         self._networks = acl.parse_networks(cfg.remoting_broker_networks)
         self._keys = (cfg.remoting_access_key, cfg.remoting_secret_key) \
             if cfg.remoting_access_key and cfg.remoting_secret_key else None
@@ -198,10 +185,9 @@ class Front:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._arrived: collections.deque[tuple[Connection, Command, float]] = collections.deque()
         self._starting = False
-        # writes waiting for the served cut to include them, in deadline order
-        self._waiting: collections.deque[Waiting] = collections.deque()
-        self._watching = False
-        self._last_drop_log = 0.0
+        self._waiter = ServedWaiter(store, cfg.remoting_write_wait_ms / 1000, self._spawn)
+        self._pipeline = PublishPipeline(cfg.bootstrap, publisher_factory, self._waiter,
+                                         self.metrics.heartbeats_forwarded)
         self.read_only = {"listenPort": str(cfg.remoting_port), **{k: str(v).lower() if isinstance(v, bool) else str(v)
                                                                      for k, v in cfg.read_only_facts.items()}}
         self._writes: dict[int, Callable[[Connection, Command], Awaitable[Reply]]] = {
@@ -225,9 +211,9 @@ class Front:
     async def serve(self, host: str, port: int) -> asyncio.Server:
         loop = asyncio.get_running_loop()
         server = await loop.create_server(self.protocol, host, port, backlog=1024, reuse_address=True)
-        loop.run_in_executor(self._pool, self._connect_publisher)  # on the publishing thread, first
+        self._pipeline.start()  # connects on the publishing thread, first
         self._spawn(self._sweep())
-        self._spawn(self._flush_heartbeats())
+        self._spawn(self._pipeline.forward_every(self.cfg.remoting_heartbeat_coalesce_ms / 1000, self._signals))
         self._spawn(self._write_metrics())
         return server
 
@@ -264,13 +250,12 @@ class Front:
     async def shutdown(self) -> None:
         """Stop without unregistering anyone: brokers reconnect to the next instance."""
         self._closing = True
-        await self._flush_once()
+        await self._pipeline.forward(self._signals)
         for conn in list(self.connections.values()):
             conn.close()
         for task in list(self._tasks):
             task.cancel()
-        self._pool.shutdown(wait=True)
-        self._publisher.close()
+        self._pipeline.close()
 
     def channel_closed(self, conn: Connection) -> None:
         """RocketMQ's onChannelDestroy (§5.2): unregister what this connection registered, unless
@@ -288,7 +273,7 @@ class Front:
         if self._owner.get(key) != (conn.ident, reg.generation):
             return
         del self._owner[key]
-        self._heartbeats.pop(key, None)
+        self._signals.forget(key)
         holder = route_reads.holder_of(self.store.current, cluster, addr) if self.store.serves(reg.coords) \
             else (reg.broker_name, reg.broker_id)
         if holder is None:
@@ -300,7 +285,7 @@ class Front:
                                            registration_offset=max((o for _, o in reg.coords), default=None))
         log.info("connection of broker %s (%s, %s) closed: unregistering it", holder[0], cluster, addr,
                  extra={"brokerName": holder[0], "clusterName": cluster, "brokerAddr": addr})
-        self._spawn(self._publish_logged([event], "unregistering a closed connection's broker"))
+        self._spawn(self._pipeline.publish_logged([event], "unregistering a closed connection's broker"))
 
     # ------------------------------------------------------------ dispatch
 
@@ -387,33 +372,10 @@ class Front:
             asked = bodies.data_version_or_none(cmd.body) if cmd.code == codes.QUERY_DATA_VERSION else None
         except (InvalidInput, bodies.BodyError) as exc:
             return error(codes.SYSTEM_ERROR, str(exc))
-        key = (event["clusterName"], event["brokerAddr"])
-        waiting = self._heartbeats.get(key)
-        if waiting is not None and waiting.get("repeats") is not None:
-            waiting["timestamp"] = event["timestamp"]  # a repeat waiting in the window carries the newer time
-        else:
-            self._heartbeats[key] = event
+        self._signals.signal(event)
         if cmd.code == codes.BROKER_HEARTBEAT:
             return ok()
         return replies.data_version(self.store.current, cmd.ext, asked)
-
-    async def _flush_heartbeats(self) -> None:
-        while True:
-            await asyncio.sleep(self.cfg.remoting_heartbeat_coalesce_ms / 1000)
-            await self._flush_once()
-
-    async def _flush_once(self) -> None:
-        if not self._heartbeats:
-            return
-        batch, self._heartbeats = list(self._heartbeats.values()), {}
-        try:
-            await self._publish(batch)
-            self.metrics.heartbeats_forwarded.inc(len(batch))
-        except PublishFailed as exc:
-            now = time.monotonic()
-            if now - self._last_drop_log > 30:
-                self._last_drop_log = now
-                log.warning("dropped %d heartbeat(s): %s", len(batch), exc)
 
     async def _register(self, conn: Connection, cmd: Command) -> Reply:
         fingerprint = requests.fingerprint(cmd)
@@ -430,7 +392,7 @@ class Front:
         if not just_registered and requests.single_topic_of_unknown(self.store.current, event):
             # still published: the job applies what RocketMQ does before it refuses (flags, zone, an
             # address leaving its other id) and records the refusal
-            await self._publish([event])
+            await self._pipeline.publish([event])
             return error(codes.SYSTEM_ERROR, "register broker failed")
         # Answered once served unless the served cut already shows all it would change: a new
         # slave, address, flag, data version or topic is visible to the next lookup, as RocketMQ's
@@ -441,7 +403,7 @@ class Front:
         changes = not (repeat and mine is not None and self.store.serves(mine.coords)) \
             and not requests.shown_by(self.store.current, event, prune=self.cfg.delete_topic_with_broker_registration)
         mark = self.store.mark()
-        coords = await self._publish([event])
+        coords = await self._pipeline.publish([event])
         generation = next(self._generations)
         self._owner[key] = (conn.ident, generation)
         conn.registered[key] = Registered(
@@ -457,7 +419,7 @@ class Front:
             # broker gone at once): RocketMQ, which registers before it sees the close, unregisters it
             self._unregister_closed(key, conn, conn.registered[key])
             return Reply(codes.SUCCESS)
-        snap = (await self._served(coords, mark)) if changes and not stale else self.store.current
+        snap = (await self._waiter.served(coords, mark)) if changes and not stale else self.store.current
         # a refused epoch gets an empty result, as in RocketMQ
         return _registered(snap, event["brokerName"], event["clusterName"], None if stale else event["brokerId"])
 
@@ -480,13 +442,13 @@ class Front:
         """A repeat published small, coalesced with the address's liveness signals and answered at
         once from the served cut, as a repeat of a served registration was before."""
         small = mine.repeat
-        self._heartbeats[(small["clusterName"], small["brokerAddr"])] = {**small, "timestamp": _now_ms()}
+        self._signals.repeat(small, _now_ms())
         self.metrics.repeats_published_small.inc()
         return _registered(self.store.current, mine.broker_name, small["clusterName"], mine.broker_id)
 
     async def _unregister(self, conn: Connection, cmd: Command) -> Reply:
         event = requests.unregistration(cmd, _now_ms())
-        await self._publish([event])
+        await self._pipeline.publish([event])
         key = (event["clusterName"], event["brokerAddr"])
         conn.registered.pop(key, None)
         if self._owner.get(key, (None,))[0] == conn.ident:
@@ -497,7 +459,7 @@ class Front:
 
     async def _admin(self, events: list[dict[str, Any]]) -> Reply:
         if events:
-            await self._publish_served(events)
+            await self._pipeline.publish_served(events)
         return ok()
 
     async def _with_snapshot(self, build: Callable[[Snapshot], list[dict[str, Any]]]) -> Reply:
@@ -508,133 +470,9 @@ class Front:
 
     async def _write_perm(self, cmd: Command, *, wipe: bool) -> Reply:
         event = requests.write_perm(cmd.ext, wipe=wipe)
-        snap = await self._publish_served([event])
+        snap = await self._pipeline.publish_served([event])
         count = route_reads.topics_hosted_by(snap, event["brokerName"])
         return ok(ext={"wipeTopicCount" if wipe else "addTopicCount": str(count)})
-
-    # ------------------------------------------------------------ the event log and the served cut
-
-    async def _publish(self, events: list[dict[str, Any]]) -> list[tuple[int, int]]:
-        """Publish `events` in arrival order. Whatever other requests queued meanwhile goes in the
-        same produce request (`_drain`): a fleet starting together registers in one flush per round
-        trip, not one flush per broker, and so shares a batch of the job."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[list[tuple[int, int]]] = loop.create_future()
-        with self._queue_lock:
-            self._queue.append((events, done))
-            start, self._draining = not self._draining, True
-        if start:
-            loop.run_in_executor(self._pool, self._drain, loop)
-        return await done
-
-    def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
-        """On the publishing thread: everything queued, in order, one publish per round, until
-        nothing waits."""
-        while True:
-            with self._queue_lock:
-                queued, self._queue = self._queue, []
-                if not queued:
-                    self._draining = False
-                    return
-            try:
-                results: list[Any] = list(self._publish_sync([events for events, _ in queued]))
-            except PublishFailed as exc:
-                results = [exc] * len(queued)
-            for (_, done), result in zip(queued, results, strict=True):
-                loop.call_soon_threadsafe(_settle, done, result)
-
-    def _connect_publisher(self) -> None:
-        """Connect to Kafka before the first write needs it. A failure counts as a failed publish:
-        the writes that queued behind the attempt, and those of the next RETRY_AFTER_FAILURE_S,
-        are refused at once instead of each waiting out the connect timeout again (two timeouts
-        in a row outlasted mqadmin's 5 s)."""
-        try:
-            self._publisher.connect()
-        except Exception as exc:
-            self._failure = (time.monotonic(), self._unavailable(exc))
-            log.warning("Kafka at %s not reachable at start (%s: %s); writes will connect when they come",
-                        self.cfg.bootstrap, type(exc).__name__, exc)
-
-    def _publish_sync(self, groups: list[list[dict[str, Any]]]) -> list[list[tuple[int, int]]]:
-        """Publish on the publishing thread. After a failure, writes fail at once for
-        RETRY_AFTER_FAILURE_S instead of each waiting out the connect timeout again."""
-        if self._failure is not None and time.monotonic() - self._failure[0] < RETRY_AFTER_FAILURE_S:
-            raise PublishFailed(self._failure[1])
-        try:
-            coords = self._publisher.publish_groups(groups)
-        except Exception as exc:
-            remark = self._unavailable(exc)
-            self._failure = (time.monotonic(), remark)
-            raise PublishFailed(remark) from None
-        self._failure = None
-        return coords
-
-    def _unavailable(self, exc: Exception) -> str:
-        return (f"the event log (Kafka at {self.cfg.bootstrap}) is unavailable ({type(exc).__name__}); "
-                "nothing was written, retry later")
-
-    async def _publish_logged(self, events: list[dict[str, Any]], what: str) -> None:
-        try:
-            await self._publish(events)
-        except PublishFailed as exc:
-            log.warning("%s failed: %s", what, exc)
-
-    async def _publish_served(self, events: list[dict[str, Any]]) -> Snapshot:
-        mark = self.store.mark()
-        return await self._served(await self._publish(events), mark)
-
-    async def _served(self, coords: list[tuple[int, int]], mark: LogMark) -> Snapshot:
-        """The served cut once it includes `coords` (published after `mark` was taken), or the
-        current one after the bound."""
-        if self.store.serves(coords, mark):
-            return self.store.current  # type: ignore[no-any-return]
-        done: asyncio.Future[Snapshot] = asyncio.get_running_loop().create_future()
-        self._waiting.append((coords, mark, time.monotonic() + self.cfg.remoting_write_wait_ms / 1000, done))
-        if not self._watching:
-            self._watching = True
-            self._spawn(self._watch_served())
-        return await done
-
-    async def _watch_served(self) -> None:
-        """One watcher for every write waiting to be served: a starting fleet's thousand first
-        registrations wait together, and each polling the store on its own cost the front more
-        CPU than answering them (3.7 s for 1,000). The waiters are looked at again only when the
-        served offsets moved; otherwise only those whose bound passed, from the front."""
-        seen: LogMark | None = None
-        try:
-            while self._waiting:
-                self.store.poke()
-                await asyncio.sleep(0.02)
-                snap: Snapshot = self.store.current
-                served, now = self.store.served_mark(), time.monotonic()
-                moved, seen = served != seen, served
-                if moved:
-                    still: collections.deque[Waiting] = collections.deque()
-                    for coords, mark, deadline, done in self._waiting:
-                        if done.done():
-                            continue
-                        if includes(served, coords, mark) or now >= deadline:
-                            done.set_result(snap)
-                        else:
-                            still.append((coords, mark, deadline, done))
-                    self._waiting = still
-                # deadlines come in arrival order (one bound for all): the passed ones are at the front
-                while self._waiting and self._waiting[0][2] <= now:
-                    done = self._waiting.popleft()[3]
-                    if not done.done():
-                        done.set_result(snap)
-        finally:
-            self._watching = False
-
-
-def _settle(done: asyncio.Future[Any], result: Any) -> None:
-    """A queued publish's outcome, on the event loop (its requester may have gone meanwhile)."""
-    if done.done():
-        return
-    if isinstance(result, BaseException):
-        done.set_exception(result)
-    else:
-        done.set_result(result)
 
 
 def _registered(snap: Snapshot, broker_name: str, cluster: str, broker_id: int | None) -> Reply:

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from liveness import admission
+from liveness.ledger import LivenessLedger
 from pipelines import buckets as bk
 from pipelines.offset_log import LogClock
 from pipelines.step import StepConfig, run_group
-from liveness.ledger import LivenessLedger
 from routeinfo.route_writes import RoutingConfig
 from routeinfo.state import GroupState, table_rows, topic_keys_digest
 from schemas import events as ev
