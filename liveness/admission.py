@@ -73,13 +73,22 @@ def decide(now_ms: float, *, defer_ms: int, last_run_ms: float, pending: bool,
     return deadline is not None and now_ms >= deadline
 
 
-def next_look_ms(now_ms: float, *, last_run_ms: float, pace_ms: int, deadline_ms: int | None) -> float | None:
-    """When `decide` may say otherwise without a new record arriving: when the pace allows a
-    paced batch again, or else at the earliest group timeout; None: only a record changes it."""
-    paced_at = last_run_ms + pace_ms
-    if paced_at > now_ms:
-        return paced_at
-    return None if deadline_ms is None else float(deadline_ms)
+def next_look_ms(now_ms: float, *, last_run_ms: float, pace_ms: int, deadline_ms: int | None, defer_ms: int = 0,
+                 pending: bool = False, oldest_signal_ms: int | None = None) -> float:
+    """The earliest time at which `decide` may say yes without a new record arriving (`pending`:
+    records wait; `oldest_signal_ms`: the oldest waiting liveness signal's record time), so that a
+    trigger may wait for records until then and lose nothing by it. Never before the pace allows
+    a batch; at the latest the idle safety net. A record that arrives meanwhile may make it
+    earlier: ask again."""
+    if defer_ms <= 0:
+        due = [last_run_ms]
+    else:
+        due = [last_run_ms + (defer_ms if pending else max(defer_ms, IDLE_BATCH_MS))]
+        if pending and oldest_signal_ms is not None:
+            due.append(oldest_signal_ms + defer_ms)
+    if deadline_ms is not None:
+        due.append(deadline_ms)
+    return max(min(due), last_run_ms + pace_ms)
 
 
 def is_partition(key: str) -> bool:

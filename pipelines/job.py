@@ -233,6 +233,7 @@ def read_events(spark: Any, cfg: Config, state_import: StorePath | None = None,
                 .option("maxRecordsPerBatch", str(cfg.max_records_per_batch))
                 .option("heartbeatDeferMs", str(cfg.heartbeat_defer_ms))
                 .option("triggerIntervalMs", str(cfg.trigger_interval_ms))
+                .option("fetchWaitMs", str(cfg.fetch_wait_ms))
                 .option("brokerTimeoutMs", str(cfg.broker_timeout_ms))
                 .option("progressDir", str(cfg.warehouse))
                 .option("leaseDir", "" if lease is None else str(lease.root))

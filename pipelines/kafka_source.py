@@ -116,9 +116,10 @@ MAX_WAIT_S = 10.0
 # How often the planner asks where each partition's log begins (the topic's retention moves it): a
 # batch whose start is below it names what it lost (`LOST`); a read that finds more gone says so.
 LOG_START_TTL_S = 10.0
-# How long a fetch of the trigger's wait for records (`_await_change`) waits at the broker: up to
-# this much is added to a change's latency; a tenth of it measured 2.6 % of a core idle.
-WATCH_FETCH_WAIT_MS = 100
+# A trigger that runs no batch looks for records for at least this many fetch waits
+# (NAMESRV_KAFKA_FETCH_WAIT_MS) before it hands back to Spark: each trigger costs a call of this
+# source from Spark's JVM and a look at the log's end offsets, so an idle job's triggers are rare.
+LOOK_FETCHES = 4
 
 
 def _reader_consumer(bootstrap: str) -> Any:
@@ -141,8 +142,8 @@ class KafkaEventSource(DataSource):
     """Options (all required): bootstrap, topic, partitions and topicConfigs (JSON: when creating
     the topic), maxRecordsPerBatch, stateBuckets (the keys every batch's context reaches), leaseDir
     and writerEpoch (the writer's role the job holds: no batch is planned once it is taken over;
-    empty: not checked), heartbeatDeferMs, triggerIntervalMs (how long a trigger that runs no batch
-    waits for a record that would run one), brokerTimeoutMs (NAMESRV_BROKER_TIMEOUT_MS, for telling
+    empty: not checked), heartbeatDeferMs, fetchWaitMs (NAMESRV_KAFKA_FETCH_WAIT_MS), triggerIntervalMs
+    (the pace of batches no change asks for), brokerTimeoutMs (NAMESRV_BROKER_TIMEOUT_MS, for telling
     liveness signals from changes), progressDir (where the sink writes `_progress.json`),
     stateImport (a file of buckets' state a batch hands the step first; empty: none) and layoutDir
     (where the state's layout is recorded once the import committed: the checkpoint directory)."""
@@ -174,11 +175,16 @@ class KafkaStreamReader(DataSourceStreamReader):
         # Batch admission (see `_admit`): heartbeats may wait up to defer_ms for company.
         self.defer_ms = int(options["heartbeatdeferms"])
         # The trigger interval paces the batches that no change asks for (`admission.decide`), and
-        # a trigger that runs no batch waits this long for one (`latestOffset`): the interval, at
-        # most MAX_WAIT_S (a stopping query waits for the source's answer). The query runs its
-        # triggers back to back (`pipelines/job.py`), so these waits are its only pacing.
+        # a trigger that runs no batch waits this long for one (`latestOffset`): the interval or
+        # LOOK_FETCHES fetch waits, at most MAX_WAIT_S (a stopping query waits for the source's
+        # answer). It wakes when admission may decide otherwise (`admission.next_look_ms`), so the
+        # wait delays nothing. The query runs its triggers back to back (`pipelines/job.py`), so
+        # these waits are its only pacing.
         self.pace_ms = int(options["triggerintervalms"])
-        self.wait_s = min(self.pace_ms / 1000, MAX_WAIT_S)
+        # How long a fetch of the trigger's look for records waits at the broker (`_await_change`):
+        # on Tansu up to this much is added to a change's latency (conf: NAMESRV_KAFKA_FETCH_WAIT_MS).
+        self.fetch_wait_ms = int(options["fetchwaitms"])
+        self.wait_s = min(max(self.pace_ms / 1000, LOOK_FETCHES * self.fetch_wait_ms / 1000), MAX_WAIT_S)
         # the job's progress record's directory (the warehouse); none when the source runs alone
         self.progress_dir = store_path(options["progressdir"]) if options["progressdir"] else None
         self._outage = LogOutage(self.bootstrap, self.progress_dir)  # the log's outages and their floor
@@ -208,7 +214,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def _client(self) -> Any:
         if self._consumer is None:
-            self._consumer = consumer(self.bootstrap, fetch_max_wait_ms=WATCH_FETCH_WAIT_MS, offset_reset="earliest")
+            self._consumer = consumer(self.bootstrap, fetch_max_wait_ms=self.fetch_wait_ms, offset_reset="earliest")
         return self._consumer
 
     def initialOffset(self) -> dict:
@@ -243,39 +249,45 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def _await_change(self, start: dict, seconds: float) -> None:
         """Block up to `seconds`, or until admission may decide otherwise without a record (the
-        pace allows a batch again, the earliest group timeout: `admission.next_look_ms`), for a
-        record the ledger does not call a liveness signal or for a full batch. Records that arrive
-        meanwhile go through the ledger here (`_look`), so the next look scans nothing twice. A
-        fetch waits at most `WATCH_FETCH_WAIT_MS` at the broker (Tansu answers a waiting fetch when
-        its wait ends, not when a record arrives), which bounds both the added latency and the idle
-        cost."""
+        pace, a waiting signal's deferral, the earliest group timeout: `admission.next_look_ms`,
+        asked again as records arrive), for a record the ledger does not call a liveness signal or
+        for a full batch. Records that arrive meanwhile go through the ledger here (`_look`), so
+        the next look scans nothing twice. A fetch waits at most `fetch_wait_ms` at the broker."""
         from kafka import TopicPartition
         until = time.monotonic() + seconds
         now_ms = time.time() * 1000
-        wake = admission.next_look_ms(now_ms, last_run_ms=self._last_run, pace_ms=self.pace_ms,
-                                      deadline_ms=self._next_deadline())
-        if wake is not None:
-            until = min(until, time.monotonic() + max(0.0, (wake - now_ms) / 1000))
         if not self._ends:
             return
+        until = min(until, self._wake(start, now_ms))
         c = self._client()
         tps = [TopicPartition(self.topic, p) for p in sorted(self._ends)]
         c.assign(tps)
         for tp in tps:
             c.seek(tp, self._waiting.look_from(tp.partition, int(start.get(str(tp.partition), 0))))
         while (left := until - time.monotonic()) > 0:
-            if left <= WATCH_FETCH_WAIT_MS / 1000:
+            if left <= self.fetch_wait_ms / 1000:
                 # A poll can outlast its timeout by a fetch's wait at the broker: the last stretch
                 # before a group's deadline is slept, so its batch is not late by that much.
                 time.sleep(left)
                 return
             urgent = False
-            wait_ms = max(1, int(left * 1000) - WATCH_FETCH_WAIT_MS)
+            wait_ms = max(1, int(left * 1000) - self.fetch_wait_ms)
             for tp, records in c.poll(timeout_ms=wait_ms, max_records=_SCAN_LIMIT).items():
                 for rec in records:
                     urgent = self._look(tp.partition, rec) is False or urgent
             if urgent or self._waiting.waiting(start) >= self.max_records:
                 return
+            until = min(until, self._wake(start, time.time() * 1000))
+
+    def _wake(self, start: dict, now_ms: float) -> float:
+        """The monotonic time at which admission may run a batch without another record
+        (`admission.next_look_ms`, given what waits now)."""
+        pending = admission.pending_ranges(start, {str(p): e for p, (_, e) in self._ends.items()})
+        oldest = self._waiting.backlog(pending).oldest_heartbeat_ms if pending else None
+        wake = admission.next_look_ms(now_ms, last_run_ms=self._last_run, pace_ms=self.pace_ms,
+                                      deadline_ms=self._next_deadline(), defer_ms=self.defer_ms,
+                                      pending=bool(pending), oldest_signal_ms=oldest)
+        return time.monotonic() + max(0.0, (wake - now_ms) / 1000)
 
     def _look(self, partition: int, rec: Any) -> bool | None:
         """Hand a fetched record to the ledger's bookkeeping (`liveness.watch`)."""

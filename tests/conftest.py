@@ -60,6 +60,9 @@ def kafka_bootstrap():
     from ops import embedded_kafka
     port = free_port()
     proc = embedded_kafka.start_tansu(port)
+    # Tansu answers a waiting fetch only when its wait ends: every job of the tests (in process or
+    # started as ./run.sh would) looks for records as it would with an embedded Tansu
+    os.environ.setdefault("NAMESRV_KAFKA_FETCH_WAIT_MS", "100")
     try:
         yield f"127.0.0.1:{port}"
     finally:

@@ -79,9 +79,39 @@ def test_what_no_change_asks_for_runs_no_sooner_than_the_pace_after_the_previous
 
 
 def test_the_next_look_is_when_the_pace_allows_a_batch_then_the_earliest_timeout():
-    assert next_look_ms(NOW, last_run_ms=NOW - 100, pace_ms=PACE, deadline_ms=NOW - 5) == NOW + 400
-    assert next_look_ms(NOW, last_run_ms=NOW - PACE, pace_ms=PACE, deadline_ms=NOW + 7) == NOW + 7
-    assert next_look_ms(NOW, last_run_ms=NOW - PACE, pace_ms=PACE, deadline_ms=None) is None
+    assert next_look_ms(NOW, last_run_ms=NOW - 100, pace_ms=PACE, deadline_ms=NOW - 5, defer_ms=DEFER) == NOW + 400
+    assert next_look_ms(NOW, last_run_ms=NOW - PACE, pace_ms=PACE, deadline_ms=NOW + 7, defer_ms=DEFER) == NOW + 7
+    # nothing waits and no timeout: the idle safety net
+    assert next_look_ms(NOW, last_run_ms=NOW - PACE, pace_ms=PACE, deadline_ms=None, defer_ms=DEFER) \
+        == NOW - PACE + IDLE_BATCH_MS
+    # waiting signals: when the oldest has waited defer_ms, or defer_ms passed without a batch
+    assert next_look_ms(NOW, last_run_ms=NOW - PACE, pace_ms=PACE, deadline_ms=None, defer_ms=DEFER, pending=True,
+                        oldest_signal_ms=NOW - 3 * PACE) == NOW - 3 * PACE + DEFER
+    assert next_look_ms(NOW, last_run_ms=NOW - 4 * DEFER, pace_ms=PACE, deadline_ms=None, defer_ms=DEFER,
+                        pending=True, oldest_signal_ms=NOW - 100) == NOW - 4 * DEFER + DEFER
+    # nothing may wait: as soon as the pace allows
+    assert next_look_ms(NOW, last_run_ms=NOW - 100, pace_ms=PACE, deadline_ms=None) == NOW + 400
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_decide_says_no_before_the_next_look_and_yes_at_it(seed):
+    """`next_look_ms` is exact for `decide` without new records: a trigger that waits until then
+    for records delays no batch."""
+    import random
+    rnd = random.Random(seed)
+    for _ in range(200):
+        last = NOW - rnd.randrange(0, 2 * IDLE_BATCH_MS)
+        pending = rnd.random() < 0.5
+        oldest = NOW - rnd.randrange(0, 3 * DEFER) if pending and rnd.random() < 0.8 else None
+        deadline = NOW + rnd.randrange(-DEFER, 3 * DEFER) if rnd.random() < 0.5 else None
+        defer = rnd.choice([0, DEFER])
+        look = next_look_ms(NOW, last_run_ms=last, pace_ms=PACE, deadline_ms=deadline, defer_ms=defer, pending=pending,
+                            oldest_signal_ms=oldest)
+        backlog = lambda o=oldest: Backlog(False, o)  # noqa: E731
+        for t in (look - 1, look):
+            said = decide(t, defer_ms=defer, last_run_ms=last, pending=pending, backlog=backlog,
+                          next_deadline=lambda d=deadline: d, pace_ms=PACE)
+            assert said is (t >= look), (t, look, last, pending, oldest, deadline, defer)
 
 
 def test_nothing_is_scanned_or_read_when_a_cheaper_rule_decided():
