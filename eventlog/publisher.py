@@ -8,7 +8,7 @@ from typing import Any
 
 from eventlog.journal import AdminJournal
 from eventlog.topics import no_topic_creation
-from schemas.events import REGISTER_BROKER, TYPE_HEADER, chunk_registration, encode
+from schemas.events import FINGERPRINT_HEADER, REGISTER_BROKER, TYPE_HEADER, Fingerprinted, chunk_registration, encode
 
 # The producer's transport ceiling, above the event limit on purpose: a record the contract
 # refuses still reaches the topic (via publish_raw) and lands in dead_letter with its reason,
@@ -57,16 +57,16 @@ class EventPublisher:
     def publish_groups(self, groups: Sequence[Sequence[Mapping[str, Any]]]) -> list[list[tuple[int, int]]]:
         """Several writers' events in order, with one flush: each group's coordinates. A server
         that publishes what arrived together this way sends one produce request, not one each."""
-        records = [[(r, e["type"]) for e in events for r in self._records(e)] for events in groups]
-        # The type header lets the source tell liveness signals (which may wait) from changes.
-        futures = [[self._producer.send(self.topic, key=k, value=v, headers=[(TYPE_HEADER, etype.encode())])
-                    for (k, v), etype in group] for group in records]
+        records = [[(r, e["type"], _headers(e, len(rs))) for e in events for rs in [self._records(e)] for r in rs]
+                   for events in groups]
+        futures = [[self._producer.send(self.topic, key=k, value=v, headers=headers)
+                    for (k, v), _, headers in group] for group in records]
         self._producer.flush()
         coords = [[(m.partition, m.offset) for m in (f.get(timeout=15) for f in group)] for group in futures]
         if self.journal is not None:  # only a registration may be chunked: every other event is one record
             for events, group, at in zip(groups, records, coords, strict=True):
                 self.journal.record([e for e in events if e["type"] != REGISTER_BROKER],
-                                    [c for (_, etype), c in zip(group, at, strict=True) if etype != REGISTER_BROKER])
+                                    [c for (_, etype, _), c in zip(group, at, strict=True) if etype != REGISTER_BROKER])
         return coords
 
     def _records(self, event: Mapping[str, Any]) -> list[tuple[bytes, bytes]]:
@@ -145,3 +145,12 @@ class ReconnectingPublisher:
             publisher, self._publisher = self._publisher, None
         if publisher is not None:
             self._forget(publisher)
+
+
+def _headers(event: Mapping[str, Any], records: int) -> list[tuple[str, bytes]]:
+    """The type header lets the source tell liveness signals (which may wait) from changes; a
+    registration published whole carries its request's fingerprint (liveness/fingerprint.py)."""
+    headers = [(TYPE_HEADER, str(event["type"]).encode())]
+    if isinstance(event, Fingerprinted) and records == 1:
+        headers.append((FINGERPRINT_HEADER, event.fingerprint.hex().encode()))
+    return headers

@@ -4,14 +4,14 @@ A broker's liveness signals (BROKER_HEARTBEAT, QUERY_DATA_VERSION, and the REGIS
 default broker re-sends every 30 s unchanged) change nothing but its `lastUpdateTimestamp`.
 This package decides everything about them, and nothing else does:
 
+- `fingerprint`: the one fingerprint of a registration, computed once on the request's raw bytes
+  by the remoting front and carried in its record's header (`schemas.events.FINGERPRINT_HEADER`);
 - `coalescing`: the front's window that merges an address's signals into one event;
 - `ledger`: whether a record in the log is a pure signal (the log's order decides);
 - `watch`: the ledger's verdict on each record that waits to be read;
 - `admission`: deferral, whether a trigger runs a batch now or lets signals wait for company;
 - `deadlines`: the earliest group timeout a batch must run for.
 
-Not here yet: a repeat is still fingerprinted twice, on the request's raw bytes by the remoting
-front (`remoting/requests.fingerprint`) and on the decoded event by the ledger, and the group's
-hot liveness (its `lastUpdateTimestamp` and deadline) is kept inside its route state by the
-step. The path of a signal is in docs/architecture.md ("Where liveness lives").
+Not here yet: the group's hot liveness (its `lastUpdateTimestamp` and deadline) is kept inside
+its route state by the step. The path of a signal is in docs/architecture.md ("Where liveness lives").
 """

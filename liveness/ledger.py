@@ -38,16 +38,13 @@ rules on random logs.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from liveness import fingerprint as fp
 from schemas import events as ev
-
-# Fields of a REGISTER_BROKER that are not what it registers: the producer's claimed time.
-_NOT_REGISTERED = frozenset({"timestamp"})
 
 
 @dataclass
@@ -88,15 +85,16 @@ class LivenessLedger:
         self.groups.clear()
 
     def observe(self, key: str | None, event_type: str | None, value: bytes | None, record_time_ms: int,
-                offset: int | None = None) -> bool:
-        """Record one log record (in log order; `offset`: where it is in its partition) and say
-        whether it is only a liveness signal."""
+                offset: int | None = None, fingerprint: bytes | None = None) -> bool:
+        """Record one log record (in log order; `offset`: where it is in its partition;
+        `fingerprint`: the one its producer computed on the request, `liveness.fingerprint`) and
+        say whether it is only a liveness signal."""
         if key is None or not ev.is_broker_group(key):
             return False  # KV and runtime switches: changes, and no broker group of theirs
         if event_type == ev.BROKER_HEARTBEAT:
             return self._heartbeat(key, _decode(value), record_time_ms)
         if event_type == ev.REGISTER_BROKER:
-            return self._registration(key, value, record_time_ms, offset)
+            return self._registration(key, value, record_time_ms, offset, fingerprint)
         self._changed(key)  # an unregistration or an admin write
         return False
 
@@ -116,7 +114,8 @@ class LivenessLedger:
                 entry.last_signal_ms = max(entry.last_signal_ms, now_ms)
         return True  # a heartbeat never changes the route tables (§4), even one the ledger cannot read
 
-    def _registration(self, group: str, value: bytes | None, now_ms: int, offset: int | None) -> bool:
+    def _registration(self, group: str, value: bytes | None, now_ms: int, offset: int | None,
+                      given: bytes | None) -> bool:
         raw = _decode(value)
         if raw is not None and raw.get("repeats") is not None:
             return self._repeat(group, raw, now_ms)
@@ -124,7 +123,7 @@ class LivenessLedger:
             self._changed(group)  # unreadable (the step dead-letters it) or a chunk
             return False
         address = (str(raw.get("clusterName")), str(raw.get("brokerAddr")))
-        fingerprint = _fingerprint(raw)
+        fingerprint = given or fp.of_event(raw)
         known = self.groups.get(group)
         previous = None if known is None else known.addresses.get(address)
         if known is not None and previous is not None and previous.fingerprint == fingerprint and _fresh(known, now_ms):
@@ -185,7 +184,3 @@ def _decode(value: bytes | None) -> Mapping[str, Any] | None:
         return None
     return raw if isinstance(raw, dict) else None
 
-
-def _fingerprint(raw: Mapping[str, Any]) -> bytes:
-    body = {k: v for k, v in raw.items() if k not in _NOT_REGISTERED}
-    return hashlib.blake2b(json.dumps(body, sort_keys=True, separators=(",", ":")).encode(), digest_size=16).digest()

@@ -36,12 +36,12 @@ class WaitingRecords:
         return upto
 
     def look(self, partition: int, offset: int, key: str | None, kind: str | None, value: bytes | None,
-             timestamp: int) -> bool | None:
+             timestamp: int, fingerprint: bytes | None = None) -> bool | None:
         """Run the next record of a partition through the ledger and keep its verdict (True: a
         liveness signal); None when it is not the next one (already looked at)."""
         if offset < self.observed[partition]:
             return None
-        liveness = self.ledger.observe(key, kind, value, timestamp, offset)
+        liveness = self.ledger.observe(key, kind, value, timestamp, offset, fingerprint)
         self.marks.setdefault(partition, []).append((offset, liveness, timestamp))
         self.observed[partition] = offset + 1
         return liveness

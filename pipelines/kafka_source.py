@@ -38,7 +38,7 @@ from pipelines.log_outage import GONE_CONFIRM_S, LogOutage, ShortLogs
 from pipelines.offset_log import LOG_CLOCK, LOST, RESETS, RESUMED, LogClock, log_resets, lost_ranges
 from pipelines.state_layout import IMPORT_OFFSET, LAYOUT
 from pipelines.writer_lease import Lease
-from schemas.events import TYPE_HEADER
+from schemas.events import FINGERPRINT_HEADER, TYPE_HEADER
 from schemas.progress import read_progress
 
 SOURCE_NAME = "namesrv_kafka"
@@ -136,6 +136,15 @@ def _drop_reader_consumer(bootstrap: str) -> None:
             c.close()
         except Exception:  # closing a broken connection must not hide the original error
             pass
+
+
+def _fingerprint(header: bytes | None) -> bytes | None:
+    """A record's FINGERPRINT_HEADER (hex); None when absent or not hex (the ledger then
+    fingerprints the event itself)."""
+    try:
+        return None if header is None else bytes.fromhex(header.decode("ascii"))
+    except ValueError:
+        return None
 
 
 class KafkaEventSource(DataSource):
@@ -291,9 +300,11 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def _look(self, partition: int, rec: Any) -> bool | None:
         """Hand a fetched record to the ledger's bookkeeping (`liveness.watch`)."""
-        kind = next((v.decode("utf-8", "replace") for k, v in rec.headers or () if k == TYPE_HEADER), None)
+        headers = dict(rec.headers or ())
+        kind = headers[TYPE_HEADER].decode("utf-8", "replace") if TYPE_HEADER in headers else None
         key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
-        return self._waiting.look(partition, rec.offset, key, kind, rec.value, rec.timestamp)
+        return self._waiting.look(partition, rec.offset, key, kind, rec.value, rec.timestamp,
+                                  _fingerprint(headers.get(FINGERPRINT_HEADER)))
 
     def _latest(self, start: dict, limit: ReadLimit) -> dict:
         asked = time.monotonic()

@@ -383,7 +383,7 @@ class Front:
         repeat = mine is not None and mine.fingerprint == fingerprint
         if repeat and mine is not None and self._repeats_small(mine):
             return self._repeat(mine)
-        event = requests.registration(cmd, _now_ms(), validate=not repeat)
+        event = ev.Fingerprinted(requests.registration(cmd, _now_ms(), validate=not repeat), fingerprint)
         key = (event["clusterName"], event["brokerAddr"])
         # §3.2.7, answered as RocketMQ does; judged on the served cut unless this connection has just
         # registered the same id (a full registration the cut may not show yet)

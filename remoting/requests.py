@@ -10,11 +10,11 @@ becoming a dead letter.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
 
+from liveness import fingerprint as liveness_fingerprint
 from remoting import bodies
 from remoting.protocol import Command
 from routeinfo import admin_fanout, route_writes
@@ -59,11 +59,7 @@ def fingerprint(cmd: Command) -> bytes:
     default settings re-sends the same REGISTER_BROKER every 30 s; one equal to a registration
     already accepted (the front compares per connection and address) is accepted again without
     being validated again, since validation reads nothing but these and the time it stamps."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(json.dumps(sorted(cmd.ext.items()), separators=(",", ":")).encode())
-    h.update(str(cmd.version).encode())
-    h.update(cmd.body)
-    return h.digest()
+    return liveness_fingerprint.of_request(cmd.ext, cmd.version, cmd.body)
 
 
 def registration(cmd: Command, now_ms: int, *, validate: bool = True) -> dict[str, Any]:

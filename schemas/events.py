@@ -77,6 +77,19 @@ FIELDS: dict[str, frozenset[str]] = {
 # Optional Kafka record header naming the event type. The pipeline never trusts it for meaning
 # (the value is parsed as always); the source only uses it to let heartbeats wait for a batch.
 TYPE_HEADER = "namesrv-type"
+# Optional Kafka record header of a REGISTER_BROKER: the fingerprint its producer computed on the
+# request it came from (liveness/fingerprint.py), so that the job's ledger tells a repeat from a
+# change by the same fingerprint the remoting front did. Never trusted for meaning either.
+FINGERPRINT_HEADER = "namesrv-fingerprint"
+
+
+class Fingerprinted(dict[str, Any]):
+    """An event (a plain dict to everything else, encoded as one) with the fingerprint of the
+    request it came from, which the publisher sends in FINGERPRINT_HEADER."""
+
+    def __init__(self, event: Mapping[str, Any], fingerprint: bytes) -> None:
+        super().__init__(event)
+        self.fingerprint = fingerprint
 
 KV_KEY_PREFIX = "kv/"
 CONFIG_KEY = "config/namesrv"

@@ -196,3 +196,19 @@ def test_repeats_stay_signals_when_they_name_an_identical_newer_registration_or_
     assert not observe(led, small(full, 4), T0 + 90_000, offset=12)  # names another: a change
     assert observe(led, small(full, 4), T0 + 120_000, offset=13)  # ... and then known
     assert observe(led, small(full, 4), T0 + 150_000, offset=14)
+
+
+def test_a_fingerprint_from_the_producer_decides_sameness():
+    """A record carrying its request's fingerprint (liveness/fingerprint.py, the remoting front's)
+    is judged by it: the same fingerprint is a repeat, another one a change, whatever the body."""
+    led = ledger()
+    key, value = ev.encode(registration())
+    assert not led.observe(key.decode(), ev.REGISTER_BROKER, value, T0, 1, b"request-1")
+    _, again = ev.encode(registration(timestamp=T0 + 30_000))
+    assert led.observe(key.decode(), ev.REGISTER_BROKER, again, T0 + 30_000, 2, b"request-1")
+    # a new request (another fingerprint) is a change even where the event reads the same
+    assert not led.observe(key.decode(), ev.REGISTER_BROKER, again, T0 + 60_000, 3, b"request-2")
+    # a record without one (another producer) is fingerprinted from the event: never equal to a
+    # request's, so it is a change once, then its own repeats are signals
+    assert not led.observe(key.decode(), ev.REGISTER_BROKER, again, T0 + 61_000, 4)
+    assert led.observe(key.decode(), ev.REGISTER_BROKER, again, T0 + 62_000, 5)

@@ -32,7 +32,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from liveness import admission
+from liveness import admission, fingerprint
 from liveness.ledger import LivenessLedger
 from pipelines import buckets as bk
 from pipelines.offset_log import LogClock
@@ -59,11 +59,17 @@ class Log:
 
     records: list[dict[str, Any]] = field(default_factory=list)
     floor: int = 0  # offsets below it are gone (a reset log)
+    # whether whole registrations carry their request's fingerprint, as the remoting front's do
+    # (liveness/fingerprint.py); else the ledger fingerprints the event, as for other producers
+    fingerprinted: bool = False
 
     def append(self, event: dict[str, Any], at: int) -> dict[str, Any]:
         key, value = ev.encode(event)
         rec = {"key": key.decode(), "value": value, "partition": 0, "offset": len(self.records), "timestamp": at,
-               "type": event["type"]}
+               "type": event["type"], "fingerprint": None}
+        if self.fingerprinted and event["type"] == ev.REGISTER_BROKER and "repeats" not in event:
+            request = {k: v for k, v in event.items() if k != "timestamp"}  # what the broker sent
+            rec["fingerprint"] = fingerprint.of_request({}, 0, json.dumps(request, sort_keys=True).encode())
         self.records.append(rec)
         return rec
 
@@ -128,7 +134,8 @@ class LivenessPath:
         self.unseen = rec["key"] not in self.learned
         if rec["type"] != ev.BROKER_HEARTBEAT and b'"repeats"' not in rec["value"]:
             self.learned.add(rec["key"])
-        signal = self.ledger.observe(rec["key"], rec["type"], rec["value"], rec["timestamp"], rec["offset"])
+        signal = self.ledger.observe(rec["key"], rec["type"], rec["value"], rec["timestamp"], rec["offset"],
+                                     rec["fingerprint"])
         self.waiting.append((rec, signal))
         return signal
 
@@ -140,14 +147,12 @@ class LivenessPath:
                                               oldest_heartbeat_ms=min(signals, default=None)),
             next_deadline=lambda: self.deadline)
 
-    def next_look(self) -> int | None:
-        """The earliest time at which `decide` may say yes without a new record."""
-        times = [r["timestamp"] + DEFER for r, s in self.waiting if s][:1]
-        if self.waiting:
-            times.append(self.last_run + DEFER)
-        if self.deadline is not None:
-            times.append(self.deadline)
-        return min(times, default=None)
+    def next_look(self) -> int:
+        """The earliest time at which `decide` may say yes without a new record (as the source asks)."""
+        signals = [r["timestamp"] for r, s in self.waiting if s]
+        return int(admission.next_look_ms(0, last_run_ms=self.last_run, pace_ms=0, deadline_ms=self.deadline,
+                                          defer_ms=DEFER, pending=bool(self.waiting),
+                                          oldest_signal_ms=min(signals, default=None)))
 
     def run(self, now: int) -> None:
         records = [r for r, _ in self.waiting]
@@ -231,7 +236,7 @@ def _pause(rng: random.Random) -> int:
 
 def run_log(seed: int, steps: int) -> dict[str, int]:
     rng = random.Random(seed)
-    log = Log()
+    log = Log(fingerprinted=seed % 2 == 0)
     full, path, fleet = FullPath(log), LivenessPath(log), Fleet(rng)
     now = T0
     seen = {"signals": 0, "changes": 0, "deferred": 0, "repeats_that_changed": 0, "restarts": 0, "resets": 0}
@@ -244,7 +249,7 @@ def run_log(seed: int, steps: int) -> dict[str, int]:
     for _ in range(steps):
         arrives = now + _pause(rng)
         # batches the admission policy runs before the next record arrives (deferral, deadlines)
-        while (when := path.next_look()) is not None and when <= arrives:
+        while (when := path.next_look()) <= arrives:
             now = max(now, when)
             assert path.decide(now), f"seed {seed}: the policy runs no batch at {now - T0}, when it was due"
             batch(now)

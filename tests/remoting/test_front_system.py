@@ -20,6 +20,7 @@ from remoting import acl, bodies, codes
 from remoting.client import RemotingClient
 from remoting.protocol import JSON, ROCKETMQ, encode_request
 from remoting.replies import SNAPSHOT_EXT
+from schemas import events as ev
 from tests.harness import REMOTING_AK as AK
 from tests.harness import REMOTING_SK as SK
 from tests.harness import FrontThread, Pipeline
@@ -369,3 +370,29 @@ def test_zone_mode_filters_routes_like_rocketmqs_zone_hook(system, rem_a):
         zoned = c.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "ZoneTopic", "__ZONE_NAME": "az1", "__ZONE_MODE": "true"})
         assert [b["brokerName"] for b in json.loads(zoned.body)["brokerDatas"]] == ["rem-zone"]
         assert json.loads(zoned.body)["brokerDatas"][0]["zoneName"] == "az1"
+
+
+def test_a_registration_record_carries_its_requests_fingerprint(system, rem_a):
+    """The front fingerprints a registration once, on the request, and the record carries it to
+    the job's ledger (liveness/fingerprint.py, schemas.events.FINGERPRINT_HEADER)."""
+    from kafka import TopicPartition
+
+    from eventlog.consumer import consumer
+    from pipelines.kafka_source import _fingerprint
+    c = consumer(system.cfg.bootstrap, offset_reset="earliest")
+    try:
+        tps = [TopicPartition(system.cfg.kafka_topic, p) for p in sorted(c.partitions_for_topic(system.cfg.kafka_topic))]
+        c.assign(tps)
+        c.seek_to_beginning()
+        found, deadline = [], time.monotonic() + 20
+        while not found and time.monotonic() < deadline:
+            for records in c.poll(timeout_ms=1000).values():
+                found += [r for r in records if r.key == b"rem-a" and b'"127.0.0.1:40911"' in r.value
+                          and b'"repeats"' not in r.value]
+    finally:
+        c.close()
+    assert found, "rem-a's registration is not in the events topic"
+    headers = dict(found[0].headers)
+    assert headers[ev.TYPE_HEADER] == ev.REGISTER_BROKER.encode()
+    fingerprint = _fingerprint(headers.get(ev.FINGERPRINT_HEADER))
+    assert fingerprint is not None and len(fingerprint) == 16

@@ -1,0 +1,50 @@
+"""The request's fingerprint travels in the record (schemas.events.FINGERPRINT_HEADER), on a real broker."""
+
+from __future__ import annotations
+
+import uuid
+
+from eventlog.consumer import consumer
+from eventlog.publisher import EventPublisher
+from eventlog.topics import ensure_topic
+from liveness.fingerprint import of_request
+from pipelines.kafka_source import _fingerprint
+from schemas import events as ev
+
+
+def _registration(topics: int) -> dict:
+    return ev.register_broker_event(cluster="C", broker_name="b", broker_id=0, addr="10.0.0.1:10911",
+                                    topics={f"T{i}": {"topicName": f"T{i}", "perm": 6} for i in range(topics)},
+                                    data_version={"timestamp": 1, "counter": 1, "stateVersion": 0}, timestamp=1)
+
+
+def test_a_whole_registration_carries_its_request_fingerprint_and_a_chunk_none(kafka_bootstrap):
+    topic = f"fp-{uuid.uuid4().hex[:8]}"
+    ensure_topic(kafka_bootstrap, topic, 1, {})
+    fingerprint = of_request({"brokerName": "b"}, 453, b"body")
+    with EventPublisher(kafka_bootstrap, topic, max_message_bytes=4096) as pub:
+        whole = pub.publish([ev.Fingerprinted(_registration(2), fingerprint)])
+        chunked = pub.publish([ev.Fingerprinted(_registration(200), fingerprint)])
+        plain = pub.publish([_registration(2)])
+    assert len(whole) == 1 and len(chunked) > 1 and len(plain) == 1
+    c = consumer(kafka_bootstrap, offset_reset="earliest")
+    try:
+        from kafka import TopicPartition
+        tp = TopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek(tp, 0)
+        records = []
+        while len(records) < 2 + len(chunked):
+            records += c.poll(timeout_ms=2000).get(tp, [])
+    finally:
+        c.close()
+    headers = [dict(r.headers) for r in records]
+    assert all(h[ev.TYPE_HEADER] == ev.REGISTER_BROKER.encode() for h in headers)
+    assert _fingerprint(headers[0].get(ev.FINGERPRINT_HEADER)) == fingerprint
+    assert all(ev.FINGERPRINT_HEADER not in h for h in headers[1:])  # chunks and other producers: none
+
+
+def test_a_header_that_is_not_hex_is_no_fingerprint():
+    assert _fingerprint(b"zz") is None
+    assert _fingerprint(b"\xff") is None
+    assert _fingerprint(None) is None
