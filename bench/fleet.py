@@ -24,6 +24,10 @@ from remoting.client import RemotingClient
 PHASES = (("register", broker_fleet.REGISTER, False), ("heartbeat", broker_fleet.HEARTBEAT, False),
           ("register+106", broker_fleet.REGISTER, True))
 SETTLE_S = 30.0  # one whole period of the fleet before a phase is measured
+# The phase measured after the fleet has gone (every broker unregistered by its connection's close):
+# what a side costs doing nothing. After the phases, not before, so that the first registrations are
+# timed on a side just started, as before this phase existed.
+IDLE = "no brokers"
 
 
 def served_live(http_url: str) -> dict[str, int]:
@@ -69,10 +73,26 @@ def live_lag(fleet: broker_fleet.BrokerFleet, live: Callable[[], dict[str, int]]
             "missed": missed}
 
 
+def _phase_cost(pids: Callable[[], list[int]], roles: Callable[[], dict[int, str]] | None,
+                seconds: float) -> dict[str, Any]:
+    """CPU and memory of the side over `seconds`, with ours split by process role."""
+    meter = versus.CpuMeter(pids)
+    phase: dict[str, Any] = dict(versus.cost(pids, seconds, meter))
+    if roles is not None:
+        per: dict[str, float] = {}
+        names = roles()
+        for pid, cpu in meter.by_pid().items():
+            role = names.get(pid, "ended")
+            per[role] = per.get(role, 0.0) + 100 * cpu / seconds
+        phase["per_role_pct"] = {k: round(v, 1) for k, v in sorted(per.items())}
+    return phase
+
+
 def measure_side(addr: str, brokers: int, topics: int, seconds: float,
                  pids: Callable[[], list[int]], roles: Callable[[], dict[int, str]] | None = None,
                  live: Callable[[], dict[str, int]] | None = None) -> dict[str, Any]:
-    """Register the fleet (timed until its last route is answered), then each phase of PHASES.
+    """Register the fleet (timed until its last route is answered), then each phase of PHASES,
+    then the side with no broker at all (IDLE, SETTLE_S after the fleet closed its connections).
     `live`: the side's served lastUpdateTimestamp per address, sampled during the first phase's
     settling period (so its reads are not in the phase's CPU)."""
     fleet = broker_fleet.BrokerFleet(addr, brokers, topics, mode=broker_fleet.REGISTER)
@@ -92,27 +112,22 @@ def measure_side(addr: str, brokers: int, topics: int, seconds: float,
                 time.sleep(SETTLE_S)
             sent, skipped, info = fleet.sent, fleet.stats.skipped, fleet.stats.cluster_info_answered
             lookups = fleet.lookup_mark()
-            meter = versus.CpuMeter(pids)
-            phase: dict[str, Any] = dict(versus.cost(pids, seconds, meter))
+            phase = _phase_cost(pids, roles, seconds)
             phase["signals_per_s"] = (fleet.sent - sent) / seconds
             phase["skipped"] = fleet.stats.skipped - skipped
             phase["lookups"] = fleet.lookup_summary(lookups)
-            if roles is not None:
-                per: dict[str, float] = {}
-                names = roles()
-                for pid, cpu in meter.by_pid().items():
-                    role = names.get(pid, "ended")
-                    per[role] = per.get(role, 0.0) + 100 * cpu / seconds
-                phase["per_role_pct"] = {k: round(v, 1) for k, v in sorted(per.items())}
             if cluster_info:
                 phase["cluster_info_per_s"] = (fleet.stats.cluster_info_answered - info) / seconds
             out[name] = phase
             print(f"   {brokers} brokers, {name}: {phase}", flush=True)
         out["refused"] = len(fleet.failures)
         out["failures"] = fleet.failures[:5]
-        return out
     finally:
         fleet.close()
+    time.sleep(SETTLE_S)
+    out[IDLE] = _phase_cost(pids, roles, seconds)
+    print(f"   {brokers} brokers gone, {IDLE}: {out[IDLE]}", flush=True)
+    return out
 
 
 def plot(results: dict[str, dict[int, dict[str, Any]]], path: Path) -> None:

@@ -193,7 +193,8 @@ class Config:
         positive=True)
     refresh_interval_ms: int = setting("NAMESRV_REFRESH_INTERVAL_MS", 200,
                                        "how often the server reads the job's progress record for a newer snapshot (it also "
-                                       "looks at that file's identity every 20 ms and reloads as soon as the job rewrites it)",
+                                       "looks at that file's identity every 20 ms, every 100 ms once it has not changed for "
+                                       "30 s, and reloads as soon as the job rewrites it)",
                                        positive=True)
     max_staleness_ms: int = setting(
         "NAMESRV_MAX_STALENESS_MS", 30000,

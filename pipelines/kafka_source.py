@@ -120,6 +120,8 @@ LOG_START_TTL_S = 10.0
 # (NAMESRV_KAFKA_FETCH_WAIT_MS) before it hands back to Spark: each trigger costs a call of this
 # source from Spark's JVM and a look at the log's end offsets, so an idle job's triggers are rare.
 LOOK_FETCHES = 4
+# The longest stretch before a look's end that is slept rather than polled (`_await_change`).
+LAST_STRETCH_S = 0.1
 
 
 def _reader_consumer(bootstrap: str) -> Any:
@@ -273,14 +275,16 @@ class KafkaStreamReader(DataSourceStreamReader):
         c.assign(tps)
         for tp in tps:
             c.seek(tp, self._waiting.look_from(tp.partition, int(start.get(str(tp.partition), 0))))
+        stretch = min(self.fetch_wait_ms / 1000, LAST_STRETCH_S)
         while (left := until - time.monotonic()) > 0:
-            if left <= self.fetch_wait_ms / 1000:
+            if left <= stretch:
                 # A poll can outlast its timeout by a fetch's wait at the broker: the last stretch
-                # before a group's deadline is slept, so its batch is not late by that much.
+                # before a group's deadline is slept, so its batch is not late by that much. At most
+                # LAST_STRETCH_S: a record arriving meanwhile waits for the stretch to end.
                 time.sleep(left)
                 return
             urgent = False
-            wait_ms = max(1, int(left * 1000) - self.fetch_wait_ms)
+            wait_ms = max(1, int((left - stretch) * 1000))
             for tp, records in c.poll(timeout_ms=wait_ms, max_records=_SCAN_LIMIT).items():
                 for rec in records:
                     urgent = self._look(tp.partition, rec) is False or urgent
