@@ -255,6 +255,11 @@ def fleet_topics(brokers: int) -> int:
     return 100 if 1_000 < brokers <= 10_000 else 10
 
 
+def _by_role(phase: dict[str, Any]) -> str:
+    """Ours by process role, % of a core (roles that cost nothing left out)."""
+    return ", ".join(f"{k} {v}" for k, v in phase.get("per_role_pct", {}).items() if v)
+
+
 def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], seconds: float) -> None:
     """The fleet part's section, target rows and plot from its figures."""
     from bench import broker_fleet, fleet
@@ -286,17 +291,15 @@ def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], sec
         o, j = results["ours"][n], results["rocketmq"][n]
         if fleet.IDLE in o and fleet.IDLE in j:
             a, b = o[fleet.IDLE], j[fleet.IDLE]
-            roles = ", ".join(f"{k} {v}" for k, v in a.get("per_role_pct", {}).items() if v)
             lines.append(f"| {n:,} × {o['topics']} | {fleet.IDLE} (after the fleet unregistered) | {a['cpu_pct']:.2f} / "
                          f"{b['cpu_pct']:.2f} | {a['cpu_pct'] / max(b['cpu_pct'], 1e-9):.1f} | {a['pss_mib']:.0f} / "
-                         f"{b['pss_mib']:.0f} | | | {roles} |")
+                         f"{b['pss_mib']:.0f} | | | {_by_role(a)} |")
         for name, _, _ in fleet.PHASES:
             a, b = o[name], j[name]
-            roles = ", ".join(f"{k} {v}" for k, v in a.get("per_role_pct", {}).items() if v)
             lines.append(f"| {n:,} × {o['topics']} | {name} | {a['cpu_pct']:.1f} / {b['cpu_pct']:.1f} | "
                          f"{a['cpu_pct'] / b['cpu_pct']:.2f} | {a['pss_mib']:.0f} / {b['pss_mib']:.0f} | "
                          f"{a['signals_per_s']:.0f} / {b['signals_per_s']:.0f} ({n / 30:.0f}) | "
-                         f"{fleet.per_signal_ms(a):.3f} / {fleet.per_signal_ms(b):.3f} | {roles} |")
+                         f"{fleet.per_signal_ms(a):.3f} / {fleet.per_signal_ms(b):.3f} | {_by_role(a)} |")
         busy = [f"{side} {r['refused_busy']:,}" for side, r in (("ours", o), ("RocketMQ", j)) if r.get("refused_busy")]
         busy_note = f" (refused by flow control and sent again a period later: {', '.join(busy)})" if busy else ""
         lines.append(f"| {n:,} × {o['topics']} | first registrations, until the last route is answered{busy_note}, s | "

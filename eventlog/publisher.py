@@ -8,7 +8,7 @@ from typing import Any
 
 from eventlog.journal import AdminJournal
 from eventlog.topics import no_topic_creation
-from schemas.events import FINGERPRINT_HEADER, REGISTER_BROKER, TYPE_HEADER, Fingerprinted, chunk_registration, encode
+from schemas.events import REGISTER_BROKER, TYPE_HEADER, Fingerprinted, chunk_registration, encode, fingerprint_header
 
 # The producer's transport ceiling, above the event limit on purpose: a record the contract
 # refuses still reaches the topic (via publish_raw) and lands in dead_letter with its reason,
@@ -57,8 +57,7 @@ class EventPublisher:
     def publish_groups(self, groups: Sequence[Sequence[Mapping[str, Any]]]) -> list[list[tuple[int, int]]]:
         """Several writers' events in order, with one flush: each group's coordinates. A server
         that publishes what arrived together this way sends one produce request, not one each."""
-        records = [[(r, e["type"], _headers(e, len(rs))) for e in events for rs in [self._records(e)] for r in rs]
-                   for events in groups]
+        records = [[(r, e["type"], headers) for e in events for r, headers in self._records(e)] for events in groups]
         futures = [[self._producer.send(self.topic, key=k, value=v, headers=headers)
                     for (k, v), _, headers in group] for group in records]
         self._producer.flush()
@@ -69,12 +68,18 @@ class EventPublisher:
                                     [c for (_, etype, _), c in zip(group, at, strict=True) if etype != REGISTER_BROKER])
         return coords
 
-    def _records(self, event: Mapping[str, Any]) -> list[tuple[bytes, bytes]]:
+    def _records(self, event: Mapping[str, Any]) -> list[tuple[tuple[bytes, bytes], list[tuple[str, bytes]]]]:
+        """The event's records, each with its headers. The type header lets the source tell liveness
+        signals (which may wait) from changes; a registration published whole carries its request's
+        fingerprint (liveness/fingerprint.py)."""
+        headers = [(TYPE_HEADER, str(event["type"]).encode())]
         key, value = encode(event)
         if len(value) <= self.max_message_bytes:
-            return [(key, value)]
+            if isinstance(event, Fingerprinted):
+                headers.append(fingerprint_header(event.fingerprint))
+            return [((key, value), headers)]
         if event["type"] == REGISTER_BROKER:
-            return [encode(c) for c in chunk_registration(event, self.max_message_bytes)]
+            return [(encode(c), headers) for c in chunk_registration(event, self.max_message_bytes)]
         raise ValueError(f"{event['type']} of {len(value)} bytes exceeds the {self.max_message_bytes}-byte "
                          "message limit (NAMESRV_MAX_MESSAGE_BYTES)")
 
@@ -145,12 +150,3 @@ class ReconnectingPublisher:
             publisher, self._publisher = self._publisher, None
         if publisher is not None:
             self._forget(publisher)
-
-
-def _headers(event: Mapping[str, Any], records: int) -> list[tuple[str, bytes]]:
-    """The type header lets the source tell liveness signals (which may wait) from changes; a
-    registration published whole carries its request's fingerprint (liveness/fingerprint.py)."""
-    headers = [(TYPE_HEADER, str(event["type"]).encode())]
-    if isinstance(event, Fingerprinted) and records == 1:
-        headers.append((FINGERPRINT_HEADER, event.fingerprint.hex().encode()))
-    return headers

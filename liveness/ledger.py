@@ -13,9 +13,9 @@ tables (`LivenessLedger.observe`):
 
 - it is, field for field except its time, the previous registration of the same address in the
   same group (RocketMQ's `isBrokerTopicConfigChanged` is false and every other field it writes is
-  equal), or a repeat the remoting front published small (`repeats`: it names the registration
-  it repeats instead of carrying its topic table) that names that previous registration and
-  writes the same shared fields;
+  equal: the two have one fingerprint, `liveness/fingerprint.py`), or a repeat the remoting
+  front published small (`repeats`: it names the registration it repeats instead of carrying its
+  topic table) that names that previous registration and writes the same shared fields;
 - no record of that group came between that may make the same registration change something
   again: an UNREGISTER, an admin write (a deleted topic is re-added), a chunked registration,
   or another address's registration that takes a known address's broker id or moves what the

@@ -38,7 +38,7 @@ from pipelines.log_outage import GONE_CONFIRM_S, LogOutage, ShortLogs
 from pipelines.offset_log import LOG_CLOCK, LOST, RESETS, RESUMED, LogClock, log_resets, lost_ranges
 from pipelines.state_layout import IMPORT_OFFSET, LAYOUT
 from pipelines.writer_lease import Lease
-from schemas.events import FINGERPRINT_HEADER, TYPE_HEADER
+from schemas.events import FINGERPRINT_HEADER, TYPE_HEADER, header_fingerprint
 from schemas.progress import read_progress
 
 SOURCE_NAME = "namesrv_kafka"
@@ -138,15 +138,6 @@ def _drop_reader_consumer(bootstrap: str) -> None:
             c.close()
         except Exception:  # closing a broken connection must not hide the original error
             pass
-
-
-def _fingerprint(header: bytes | None) -> bytes | None:
-    """A record's FINGERPRINT_HEADER (hex); None when absent or not hex (the ledger then
-    fingerprints the event itself)."""
-    try:
-        return None if header is None else bytes.fromhex(header.decode("ascii"))
-    except ValueError:
-        return None
 
 
 class KafkaEventSource(DataSource):
@@ -265,11 +256,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         for a full batch. Records that arrive meanwhile go through the ledger here (`_look`), so
         the next look scans nothing twice. A fetch waits at most `fetch_wait_ms` at the broker."""
         from kafka import TopicPartition
-        until = time.monotonic() + seconds
-        now_ms = time.time() * 1000
         if not self._ends:
             return
-        until = min(until, self._wake(start, now_ms))
+        deadline = self._next_deadline()  # no batch runs during the wait: read once
+        until = min(time.monotonic() + seconds, self._wake(start, deadline))
         c = self._client()
         tps = [TopicPartition(self.topic, p) for p in sorted(self._ends)]
         c.assign(tps)
@@ -290,15 +280,16 @@ class KafkaStreamReader(DataSourceStreamReader):
                     urgent = self._look(tp.partition, rec) is False or urgent
             if urgent or self._waiting.waiting(start) >= self.max_records:
                 return
-            until = min(until, self._wake(start, time.time() * 1000))
+            until = min(until, self._wake(start, deadline))
 
-    def _wake(self, start: dict, now_ms: float) -> float:
+    def _wake(self, start: dict, deadline: int | None) -> float:
         """The monotonic time at which admission may run a batch without another record
-        (`admission.next_look_ms`, given what waits now)."""
+        (`admission.next_look_ms`, given what waits now and the earliest group `deadline`)."""
+        now_ms = time.time() * 1000
         pending = admission.pending_ranges(start, {str(p): e for p, (_, e) in self._ends.items()})
         oldest = self._waiting.backlog(pending).oldest_heartbeat_ms if pending else None
         wake = admission.next_look_ms(now_ms, last_run_ms=self._last_run, pace_ms=self.pace_ms,
-                                      deadline_ms=self._next_deadline(), defer_ms=self.defer_ms,
+                                      deadline_ms=deadline, defer_ms=self.defer_ms,
                                       pending=bool(pending), oldest_signal_ms=oldest)
         return time.monotonic() + max(0.0, (wake - now_ms) / 1000)
 
@@ -308,7 +299,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         kind = headers[TYPE_HEADER].decode("utf-8", "replace") if TYPE_HEADER in headers else None
         key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
         return self._waiting.look(partition, rec.offset, key, kind, rec.value, rec.timestamp,
-                                  _fingerprint(headers.get(FINGERPRINT_HEADER)))
+                                  header_fingerprint(headers.get(FINGERPRINT_HEADER)))
 
     def _latest(self, start: dict, limit: ReadLimit) -> dict:
         asked = time.monotonic()

@@ -80,7 +80,7 @@ class LogOutage:
         """A look at the log succeeded: after an outage (this planner's, or one marked in the store
         by a read or a job before a restart), the floor is now. Looked at every time while
         unmarked: a batch's read may have marked an outage."""
-        if not (self.unavailable or not self._marked):
+        if self._marked and not self.unavailable:
             return
         if self.unavailable or (self.file is not None and self.file.exists()):
             self.resumed = int(time.time() * 1000)

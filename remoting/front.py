@@ -186,8 +186,7 @@ class Front:
         self._arrived: collections.deque[tuple[Connection, Command, float]] = collections.deque()
         self._starting = False
         self._waiter = ServedWaiter(store, cfg.remoting_write_wait_ms / 1000, self._spawn)
-        self._pipeline = PublishPipeline(cfg.bootstrap, publisher_factory, self._waiter,
-                                         self.metrics.heartbeats_forwarded)
+        self._pipeline = PublishPipeline(cfg.bootstrap, publisher_factory, self.metrics.heartbeats_forwarded)
         self.read_only = {"listenPort": str(cfg.remoting_port), **{k: str(v).lower() if isinstance(v, bool) else str(v)
                                                                      for k, v in cfg.read_only_facts.items()}}
         self._writes: dict[int, Callable[[Connection, Command], Awaitable[Reply]]] = {
@@ -459,8 +458,13 @@ class Front:
 
     async def _admin(self, events: list[dict[str, Any]]) -> Reply:
         if events:
-            await self._pipeline.publish_served(events)
+            await self._publish_served(events)
         return ok()
+
+    async def _publish_served(self, events: list[dict[str, Any]]) -> Snapshot:
+        """Publish `events` and wait for the served cut to include them (within the waiter's bound)."""
+        mark = self.store.mark()
+        return await self._waiter.served(await self._pipeline.publish(events), mark)
 
     async def _with_snapshot(self, build: Callable[[Snapshot], list[dict[str, Any]]]) -> Reply:
         snap = self.store.current
@@ -470,7 +474,7 @@ class Front:
 
     async def _write_perm(self, cmd: Command, *, wipe: bool) -> Reply:
         event = requests.write_perm(cmd.ext, wipe=wipe)
-        snap = await self._pipeline.publish_served([event])
+        snap = await self._publish_served([event])
         count = route_reads.topics_hosted_by(snap, event["brokerName"])
         return ok(ext={"wipeTopicCount" if wipe else "addTopicCount": str(count)})
 

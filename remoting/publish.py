@@ -23,8 +23,6 @@ from prometheus_client import Counter
 
 from eventlog.publisher import EventPublisher, ReconnectingPublisher
 from liveness.coalescing import Coalescer
-from remoting.served import ServedWaiter
-from routeinfo.snapshot import Snapshot
 
 log = logging.getLogger("namesrv.remoting")
 RETRY_AFTER_FAILURE_S = 5.0
@@ -36,13 +34,10 @@ class PublishFailed(Exception):
 
 class PublishPipeline:
     """The publisher, its one thread and the queue of writes waiting for it. `bootstrap` names
-    Kafka in refusals; `waiter` answers writes that must be served; `forwarded` counts the
-    liveness signals published."""
+    Kafka in refusals; `forwarded` counts the liveness signals published."""
 
-    def __init__(self, bootstrap: str, publisher_factory: Callable[[], EventPublisher], waiter: ServedWaiter,
-                 forwarded: Counter) -> None:
+    def __init__(self, bootstrap: str, publisher_factory: Callable[[], EventPublisher], forwarded: Counter) -> None:
         self.bootstrap = bootstrap
-        self._waiter = waiter
         self._forwarded = forwarded
         self._publisher = ReconnectingPublisher(publisher_factory)
         self._failure: tuple[float, str] | None = None  # (when, remark) of the last failed publish
@@ -72,11 +67,6 @@ class PublishPipeline:
         if start:
             loop.run_in_executor(self._pool, self._drain, loop)
         return await done
-
-    async def publish_served(self, events: list[dict[str, Any]]) -> Snapshot:
-        """Publish `events` and wait for the served cut to include them (within the waiter's bound)."""
-        mark = self._waiter.mark()
-        return await self._waiter.served(await self.publish(events), mark)
 
     async def publish_logged(self, events: list[dict[str, Any]], what: str) -> None:
         """Publish `events` nobody waits for: a failure is only logged."""

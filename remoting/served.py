@@ -36,10 +36,6 @@ class ServedWaiter:
         self._waiting: collections.deque[Waiting] = collections.deque()
         self._watching = False
 
-    def mark(self) -> LogMark:
-        """Where the job stands: taken before publishing what will be waited for."""
-        return self.store.mark()  # type: ignore[no-any-return]
-
     async def served(self, coords: list[tuple[int, int]], mark: LogMark) -> Snapshot:
         """The served cut once it includes `coords` (published after `mark` was taken), or the
         current one after the bound."""

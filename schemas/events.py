@@ -83,6 +83,20 @@ TYPE_HEADER = "namesrv-type"
 FINGERPRINT_HEADER = "namesrv-fingerprint"
 
 
+def fingerprint_header(fingerprint: bytes) -> tuple[str, bytes]:
+    """The record header carrying a request's fingerprint (hex)."""
+    return FINGERPRINT_HEADER, fingerprint.hex().encode()
+
+
+def header_fingerprint(value: bytes | None) -> bytes | None:
+    """The fingerprint a FINGERPRINT_HEADER value carries; None when absent or not hex (the
+    ledger then fingerprints the event itself)."""
+    try:
+        return None if value is None else bytes.fromhex(value.decode("ascii"))
+    except ValueError:
+        return None
+
+
 class Fingerprinted(dict[str, Any]):
     """An event (a plain dict to everything else, encoded as one) with the fingerprint of the
     request it came from, which the publisher sends in FINGERPRINT_HEADER."""

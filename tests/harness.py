@@ -3,6 +3,7 @@ server (waitress) on 127.0.0.1, a publisher, and bounded waits."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -28,6 +29,8 @@ class Pipeline:
             "NAMESRV_KAFKA_TOPIC": f"namesrv-test-{uuid.uuid4().hex[:8]}",
             "NAMESRV_BROKER_TIMEOUT_MS": str(broker_timeout_ms), "NAMESRV_TRIGGER_INTERVAL_MS": str(trigger_ms),
             "NAMESRV_REFRESH_INTERVAL_MS": "100", "NAMESRV_HTTP_PORT": "0",
+            # the broker the tests run on (conftest: 100 ms on Tansu, which answers a fetch when its wait ends)
+            "NAMESRV_KAFKA_FETCH_WAIT_MS": os.environ.get("NAMESRV_KAFKA_FETCH_WAIT_MS", "0"),
             # heartbeats alone wait up to 2 s for a batch (exercises the admission; 10 s by default)
             "NAMESRV_HEARTBEAT_DEFER_MS": "2000",
             "NAMESRV_ADMIN_TOKEN": ADMIN_TOKEN, **env})

@@ -8,7 +8,6 @@ from eventlog.consumer import consumer
 from eventlog.publisher import EventPublisher
 from eventlog.topics import ensure_topic
 from liveness.fingerprint import of_request
-from pipelines.kafka_source import _fingerprint
 from schemas import events as ev
 
 
@@ -40,11 +39,11 @@ def test_a_whole_registration_carries_its_request_fingerprint_and_a_chunk_none(k
         c.close()
     headers = [dict(r.headers) for r in records]
     assert all(h[ev.TYPE_HEADER] == ev.REGISTER_BROKER.encode() for h in headers)
-    assert _fingerprint(headers[0].get(ev.FINGERPRINT_HEADER)) == fingerprint
+    assert ev.header_fingerprint(headers[0].get(ev.FINGERPRINT_HEADER)) == fingerprint
     assert all(ev.FINGERPRINT_HEADER not in h for h in headers[1:])  # chunks and other producers: none
 
 
 def test_a_header_that_is_not_hex_is_no_fingerprint():
-    assert _fingerprint(b"zz") is None
-    assert _fingerprint(b"\xff") is None
-    assert _fingerprint(None) is None
+    assert ev.header_fingerprint(b"zz") is None
+    assert ev.header_fingerprint(b"\xff") is None
+    assert ev.header_fingerprint(None) is None

@@ -378,7 +378,6 @@ def test_a_registration_record_carries_its_requests_fingerprint(system, rem_a):
     from kafka import TopicPartition
 
     from eventlog.consumer import consumer
-    from pipelines.kafka_source import _fingerprint
     c = consumer(system.cfg.bootstrap, offset_reset="earliest")
     try:
         tps = [TopicPartition(system.cfg.kafka_topic, p) for p in sorted(c.partitions_for_topic(system.cfg.kafka_topic))]
@@ -394,5 +393,5 @@ def test_a_registration_record_carries_its_requests_fingerprint(system, rem_a):
     assert found, "rem-a's registration is not in the events topic"
     headers = dict(found[0].headers)
     assert headers[ev.TYPE_HEADER] == ev.REGISTER_BROKER.encode()
-    fingerprint = _fingerprint(headers.get(ev.FINGERPRINT_HEADER))
+    fingerprint = ev.header_fingerprint(headers.get(ev.FINGERPRINT_HEADER))
     assert fingerprint is not None and len(fingerprint) == 16
