@@ -42,6 +42,14 @@ class Coalescer:
         instead of whatever its address had waiting, stamped `timestamp`."""
         self._waiting[(small["clusterName"], small["brokerAddr"])] = {**small, "timestamp": timestamp}
 
+    def take(self, broker_names: set[str]) -> list[dict[str, Any]]:
+        """What waits for these groups, in arrival order, no longer waiting: a write of a group is
+        published after them, so that the log keeps the order its requests arrived in (a repeat
+        published after a later registration of its group would be applied after it, and write
+        its shared flags over the later ones)."""
+        taken = [k for k, e in self._waiting.items() if e["brokerName"] in broker_names]
+        return [self._waiting.pop(k) for k in taken]
+
     def forget(self, key: Address) -> None:
         """Whatever waits for `key` is not published (the address was unregistered meanwhile)."""
         self._waiting.pop(key, None)

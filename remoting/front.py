@@ -284,7 +284,8 @@ class Front:
                                            registration_offset=max((o for _, o in reg.coords), default=None))
         log.info("connection of broker %s (%s, %s) closed: unregistering it", holder[0], cluster, addr,
                  extra={"brokerName": holder[0], "clusterName": cluster, "brokerAddr": addr})
-        self._spawn(self._pipeline.publish_logged([event], "unregistering a closed connection's broker"))
+        self._spawn(self._pipeline.publish_logged([event], "unregistering a closed connection's broker",
+                                                  signals=self._signals.take({event["brokerName"]})))
 
     # ------------------------------------------------------------ dispatch
 
@@ -391,7 +392,7 @@ class Front:
         if not just_registered and requests.single_topic_of_unknown(self.store.current, event):
             # still published: the job applies what RocketMQ does before it refuses (flags, zone, an
             # address leaving its other id) and records the refusal
-            await self._pipeline.publish([event])
+            await self._publish([event])
             return error(codes.SYSTEM_ERROR, "register broker failed")
         # Answered once served unless the served cut already shows all it would change: a new
         # slave, address, flag, data version or topic is visible to the next lookup, as RocketMQ's
@@ -402,7 +403,7 @@ class Front:
         changes = not (repeat and mine is not None and self.store.serves(mine.coords)) \
             and not requests.shown_by(self.store.current, event, prune=self.cfg.delete_topic_with_broker_registration)
         mark = self.store.mark()
-        coords = await self._pipeline.publish([event])
+        coords = await self._publish([event])
         generation = next(self._generations)
         self._owner[key] = (conn.ident, generation)
         conn.registered[key] = Registered(
@@ -447,7 +448,7 @@ class Front:
 
     async def _unregister(self, conn: Connection, cmd: Command) -> Reply:
         event = requests.unregistration(cmd, _now_ms())
-        await self._pipeline.publish([event])
+        await self._publish([event])
         key = (event["clusterName"], event["brokerAddr"])
         conn.registered.pop(key, None)
         if self._owner.get(key, (None,))[0] == conn.ident:
@@ -464,7 +465,13 @@ class Front:
     async def _publish_served(self, events: list[dict[str, Any]]) -> Snapshot:
         """Publish `events` and wait for the served cut to include them (within the waiter's bound)."""
         mark = self.store.mark()
-        return await self._waiter.served(await self._pipeline.publish(events), mark)
+        return await self._waiter.served(await self._publish(events), mark)
+
+    def _publish(self, events: list[dict[str, Any]]) -> Awaitable[list[tuple[int, int]]]:
+        """Publish a write behind the liveness signals of its groups that wait in the coalescing
+        window (taken now, queued with it): the log keeps the order the requests arrived in."""
+        names = {e["brokerName"] for e in events if e.get("brokerName")}
+        return self._pipeline.publish(events, signals=self._signals.take(names) if names else None)
 
     async def _with_snapshot(self, build: Callable[[Snapshot], list[dict[str, Any]]]) -> Reply:
         snap = self.store.current

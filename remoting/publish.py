@@ -56,22 +56,35 @@ class PublishPipeline:
         self._pool.shutdown(wait=True)
         self._publisher.close()
 
-    async def publish(self, events: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    async def publish(self, events: list[dict[str, Any]], *,
+                      signals: list[dict[str, Any]] | None = None) -> list[tuple[int, int]]:
         """Publish `events` in arrival order. Whatever other requests queued meanwhile goes in the
-        same produce request (`_drain`)."""
+        same produce request (`_drain`). `signals`: liveness signals that arrived before `events`
+        and waited in the coalescing window, queued ahead of them (their failure drops them, as
+        `forward`'s does); the coordinates returned are those of `events`."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[list[tuple[int, int]]] = loop.create_future()
         with self._queue_lock:
+            if signals:
+                ahead: asyncio.Future[list[tuple[int, int]]] = loop.create_future()
+                count = len(signals)
+
+                def settled(f: asyncio.Future[list[tuple[int, int]]]) -> None:
+                    self._forwarded_or_dropped(count, f.exception())
+
+                ahead.add_done_callback(settled)
+                self._queue.append((signals, ahead))
             self._queue.append((events, done))
             start, self._draining = not self._draining, True
         if start:
             loop.run_in_executor(self._pool, self._drain, loop)
         return await done
 
-    async def publish_logged(self, events: list[dict[str, Any]], what: str) -> None:
-        """Publish `events` nobody waits for: a failure is only logged."""
+    async def publish_logged(self, events: list[dict[str, Any]], what: str, *,
+                             signals: list[dict[str, Any]] | None = None) -> None:
+        """Publish `events` nobody waits for (`signals` as `publish` takes them): a failure is only logged."""
         try:
-            await self.publish(events)
+            await self.publish(events, signals=signals)
         except PublishFailed as exc:
             log.warning("%s failed: %s", what, exc)
 
@@ -89,12 +102,18 @@ class PublishPipeline:
             return
         try:
             await self.publish(batch)
-            self._forwarded.inc(len(batch))
+            self._forwarded_or_dropped(len(batch), None)
         except PublishFailed as exc:
-            now = time.monotonic()
-            if now - self._last_drop_log > 30:
-                self._last_drop_log = now
-                log.warning("dropped %d heartbeat(s): %s", len(batch), exc)
+            self._forwarded_or_dropped(len(batch), exc)
+
+    def _forwarded_or_dropped(self, count: int, failure: BaseException | None) -> None:
+        if failure is None:
+            self._forwarded.inc(count)
+            return
+        now = time.monotonic()
+        if now - self._last_drop_log > 30:
+            self._last_drop_log = now
+            log.warning("dropped %d heartbeat(s): %s", count, failure)
 
     # ------------------------------------------------------------ on the publishing thread
 

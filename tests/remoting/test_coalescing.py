@@ -67,3 +67,13 @@ def test_flush_empties_the_window_and_forget_drops_an_address():
     assert len(c) == 0 and c.flush() == []
     c.signal(hb(A, 2))  # a heartbeat after a flush waits on its own again
     assert c.flush() == [hb(A, 2)]
+
+
+def test_a_groups_waiting_signals_are_taken_in_order_and_others_keep_waiting():
+    c = Coalescer()
+    other = {**hb("127.0.0.1:10931", 2), "brokerName": "other"}
+    c.signal(hb(A, 1))
+    c.signal(other)
+    c.repeat(small(B), 3)
+    assert c.take({"b"}) == [hb(A, 1), {**small(B), "timestamp": 3}]
+    assert c.take({"b"}) == [] and c.flush() == [other]

@@ -4,6 +4,7 @@ that pipelines requests and does not read the answers is not answered faster tha
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import struct
 import time
@@ -140,3 +141,42 @@ def test_a_large_shared_body_is_written_as_itself_not_copied_into_each_answer():
         assert decode(b"".join(sent)[4:]).body == body and decode(b"".join(sent)[4:]).opaque == 7
         if writes == 2:
             assert sent[1] is big
+
+
+def test_a_repeat_waiting_in_the_window_is_logged_before_a_later_write_of_its_group(tmp_path):
+    """RocketMQ applies requests in the order they arrive. A re-registration answered at once waits
+    in the coalescing window as a small repeat; a later registration of another address of the same
+    group (here with another acting-master flag and zone, which every registration writes) must not
+    overtake it in the log, or the older flags would win. Found by the differential test."""
+    from remoting.client import RemotingClient, registration_request
+    cfg = load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_REMOTING_PORT": "0",
+                       "NAMESRV_REMOTING_HEARTBEAT_COALESCE_MS": "1000"})
+    log = InMemoryLog(cfg.broker_timeout_ms)
+    front = FrontThread(Front(cfg, log, lambda: log))  # type: ignore[arg-type]
+    topics = {"T1": {}, "T2": {}}
+
+    def flags(c: RemotingClient) -> tuple[bool, str | None]:
+        group = json.loads(c.call(codes.GET_BROKER_CLUSTER_INFO).body)["brokerAddrTable"]["g"]
+        return group["enableActingMaster"], group.get("zoneName")
+
+    try:
+        with RemotingClient(front.addr) as a, RemotingClient(front.addr) as b:
+            first = registration_request(cluster="C", broker_name="g", broker_id=1, addr="10.0.0.1:10911",
+                                         topics=topics, acting=False)
+            assert a.call(codes.REGISTER_BROKER, *first).code == codes.SUCCESS
+            assert a.call(codes.REGISTER_BROKER, *first).code == codes.SUCCESS  # a repeat: waits in the window
+            later = registration_request(cluster="C", broker_name="g", broker_id=2, addr="10.0.0.2:10911",
+                                         topics=topics, acting=True, ext={"__ZONE_NAME": "az1"})
+            assert b.call(codes.REGISTER_BROKER, *later).code == codes.SUCCESS
+            assert flags(a) == (True, "az1")
+            time.sleep(1.5)  # the window has been published since
+            assert flags(a) == (True, "az1")
+            # a repeat, then the broker's own UNREGISTER: the repeat must not bring it back
+            assert a.call(codes.REGISTER_BROKER, *first).code == codes.SUCCESS
+            gone = {"clusterName": "C", "brokerName": "g", "brokerId": "1", "brokerAddr": "10.0.0.1:10911"}
+            assert a.call(codes.UNREGISTER_BROKER, gone).code == codes.SUCCESS
+            time.sleep(1.5)
+            addrs = json.loads(a.call(codes.GET_BROKER_CLUSTER_INFO).body)["brokerAddrTable"]["g"]["brokerAddrs"]
+            assert addrs == {"2": "10.0.0.2:10911"}
+    finally:
+        front.stop()
