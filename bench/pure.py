@@ -13,7 +13,7 @@ from typing import Any
 from bench.probes import heartbeat, registration
 from conf import load_config
 from pipelines.sink import DeltaSink
-from pipelines.step import StepConfig, run_group
+from pipelines.step import GroupRunner, StepConfig, run_group
 from schemas import events as ev
 from snapshots.reader import SnapshotReader
 from snapshots.store import SnapshotStore
@@ -60,6 +60,44 @@ def step_costs(groups: int, topics: int, *, sample: int = 200) -> dict[str, Any]
             "heartbeat_ms_per_group": 1000 * hb_s / n,
             "heartbeat_round_s": hb_s / n * groups,
             "state_bytes": sum(len(s[0]) + len(s[1] or "") for s in states if s is not None) // n}
+
+
+class _RulesOnly(GroupRunner):
+    """Every group through its route rules: the bucket as it was before its live table."""
+
+    def signals(self, records: list[dict[str, Any]]) -> None:
+        return None
+
+
+def bucket_costs(groups: int, topics: int, signals: int, *, rounds: int = 5) -> dict[str, Any]:
+    """CPU of one bucket call that carries `signals` small repeats (a default fleet's re-registrations
+    as the front publishes them) in a bucket of `groups` registered groups, per signal: absorbed by
+    the bucket's live table (`liveness/hot.py`), and through every group's route rules. Median of
+    `rounds`, each on other groups, the state handed over in its stored form as Spark does."""
+    from pipelines import buckets as bk
+    from routeinfo.state import topic_keys_digest
+    now = 1_700_000_000_000
+    regs = [registration(g, topics) for g in range(groups)]
+    keys = [topic_keys_digest(r["topicConfigTable"]) for r in regs]
+    first = _records(regs, now)
+    out: dict[str, Any] = {"groups": groups, "topics": topics, "signals": signals}
+    for name, runner in (("live_table", GroupRunner), ("rules", _RulesOnly)):
+        state, _, _ = bk.run_bucket(first, None, now, runner(now, CFG))
+        costs = []
+        for n in range(1, rounds + 1):
+            at = now + 3_000 * n
+            picked = [(n * signals + i) % groups for i in range(signals)]
+            repeats = [ev.repeated_registration_event(regs[g], [g], keys[g]) for g in picked]
+            recs = [{**r, "offset": groups + n * signals + i} for i, r in enumerate(_records(repeats, at))]
+            t0 = time.process_time()
+            state, _, _ = bk.run_bucket(recs, state, at, runner(at, CFG))
+            costs.append(time.process_time() - t0)
+        costs.sort()
+        out[f"{name}_ms_per_call"] = 1000 * costs[len(costs) // 2]
+        out[f"{name}_us_per_signal"] = 1e6 * costs[len(costs) // 2] / signals
+        assert state is not None
+        out["state_bytes"] = len(state[0]) + len(state[1])
+    return out
 
 
 def write_warehouse(root: Path, groups: int, topics: int) -> Path:

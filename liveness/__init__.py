@@ -10,8 +10,10 @@ This package decides everything about them, and nothing else does:
 - `ledger`: whether a record in the log is a pure signal (the log's order decides);
 - `watch`: the ledger's verdict on each record that waits to be read;
 - `admission`: deferral, whether a trigger runs a batch now or lets signals wait for company;
-- `deadlines`: the earliest group timeout a batch must run for.
+- `deadlines`: the earliest group timeout a batch must run for;
+- `hot`: the hot liveness state, each bucket's live entries as columns apart from its groups'
+  route state, whose times a batch's pure signals move in one pass (the step's bucket container,
+  `pipelines/buckets.py`, keeps it in the operator's state).
 
-Not here yet: the group's hot liveness (its `lastUpdateTimestamp` and deadline) is kept inside
-its route state by the step. The path of a signal is in docs/architecture.md ("Where liveness lives").
+The path of a signal is in docs/architecture.md ("Where liveness lives").
 """

@@ -77,7 +77,7 @@ def import_rows(state_rows: Iterable[tuple[str, str, str | None]], recorded: int
         if recorded is None:  # the key is the brokerName
             groups[key] = bk.Entry(core, topics or "{}", None)
         elif key.startswith(bk.bucket_prefix(recorded)):
-            groups.update(bk.decode((core, topics)))
+            groups.update(bk.groups((core, topics)))
     for entry in groups.values():
         entry.deadline = housekeeping.next_deadline(GroupState.from_parts(entry.core, entry.topics), routing)
     where = bucket_of(sorted(groups))
@@ -86,7 +86,7 @@ def import_rows(state_rows: Iterable[tuple[str, str, str | None]], recorded: int
         per_bucket.setdefault(f"{bk.bucket_prefix(buckets)}{where[name]}", {})[name] = entry
     rows = []
     for key, entries in sorted(per_bucket.items()):
-        encoded = bk.encode(entries)
+        encoded = bk.encode_groups(entries)
         assert encoded is not None
         rows.append({"key": key, "core": encoded[0], "topics": encoded[1]})
     return rows, len(groups)

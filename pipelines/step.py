@@ -19,6 +19,7 @@ import pandas as pd
 from conf import Config
 from conf.memory import ReleaseAfter
 from eventlog.fetch import RecordFetcher
+from liveness import hot
 from pipelines import buckets as bk
 from pipelines import step_rows as out_rows
 from pipelines.batch_context import CONTEXT_PARTITION, LOSS_PARTITION, BatchContext
@@ -66,8 +67,8 @@ Fetch = Callable[[int, list[int]], list["bytes | None"]]
 
 
 def run_group(group: str | None, records: list[dict[str, Any]], state: State | None, now_ms: int,
-              cfg: StepConfig, clock: LogClock = UNBOUNDED,
-              fetch: Fetch | None = None) -> tuple[State | None, int | None, list[dict[str, Any]]]:
+              cfg: StepConfig, clock: LogClock = UNBOUNDED, fetch: Fetch | None = None,
+              parsed: list[dict[str, Any]] | None = None) -> tuple[State | None, int | None, list[dict[str, Any]]]:
     """Pure core of the step: returns (new state, next expiry deadline, output rows). Event
     times are the records' receive times bounded by the batch's log `clock`; expiry runs at the
     clock's time, not ahead of what the job has read.
@@ -75,15 +76,91 @@ def run_group(group: str | None, records: list[dict[str, Any]], state: State | N
     A repeated registration whose topic table the rules need (route_writes.NeedsBody) is
     replaced by the registration it repeats, read with `fetch`, and the group runs again from
     the same state; one whose body the log no longer holds, or holds changed, is dead-lettered
-    with the reason and the group runs without it."""
+    with the reason and the group runs without it. `parsed`, if given, receives the events the
+    rules applied (with their `logOffset`)."""
     refused: list[dict[str, Any]] = []
     while True:
         try:
-            new, deadline, rows = _run_records(group, records, state, now_ms, cfg, clock)
+            new, deadline, rows = _run_records(group, records, state, now_ms, cfg, clock, parsed)
             return new, deadline, refused + rows
         except NeedsBody as need:
             records, dead = _with_body(group, records, need, fetch)
             refused.extend(dead)
+
+
+class GroupRunner:
+    """The route rules of one batch as a bucket's call asks for them (`pipelines.buckets.GroupRules`):
+    a group's whole run, its records read as liveness signals, and whether a registration is a
+    fixed point of its group's rules (`liveness/hot.py`)."""
+
+    def __init__(self, now_ms: int, cfg: StepConfig, clock: LogClock = UNBOUNDED, fetch: Fetch | None = None) -> None:
+        self.now_ms, self.cfg, self.clock, self.fetch = now_ms, cfg, clock, fetch
+        self.flush_ms = cfg.routing.live_flush_ms
+        self.heard_since = clock.resumed
+        self._applied: dict[str, list[dict[str, Any]]] = {}  # per group run, the events its rules applied
+
+    def run(self, group: str, records: list[dict[str, Any]], state: State | None
+            ) -> tuple[State | None, int | None, list[dict[str, Any]]]:
+        applied = self._applied[group] = []
+        return run_group(group, records, state, self.now_ms, self.cfg, self.clock, self.fetch, applied)
+
+    def _events(self, records: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]] | None:
+        """(record, event) in log order, the event at its receive time; None if one does not parse."""
+        out = []
+        for r in sorted(records, key=lambda r: (r["partition"], r["offset"])):
+            try:
+                event = ev.parse_event(r["value"], key=r["key"], record_time_ms=r["timestamp"],
+                                       max_message_bytes=self.cfg.max_message_bytes,
+                                       max_clock_skew_ms=self.cfg.max_clock_skew_ms)
+            except InvalidInput:
+                return None
+            event["time"] = self.clock.receive_time(event["time"], r["partition"], self.now_ms)
+            out.append((r, event))
+        return out
+
+    def signals(self, records: list[dict[str, Any]]) -> list[hot.Signal] | None:
+        events = self._events(records)
+        if events is None:
+            return None
+        out = []
+        for _, e in events:
+            if e["type"] == ev.BROKER_HEARTBEAT:
+                out.append(hot.Signal(e["clusterName"], e["brokerAddr"], e["time"]))
+            elif e["type"] == ev.REGISTER_BROKER and e["repeats"] is not None:
+                out.append(hot.Signal(e["clusterName"], e["brokerAddr"], e["time"], max(e["repeats"]["offsets"]),
+                                      hot.header_digest(e)))
+            else:
+                return None
+        return out
+
+    def expiry_ms(self, records: list[dict[str, Any]]) -> int:
+        return self.clock.expiry_time(self.now_ms, {r["partition"] for r in records})
+
+    def registrations(self, group: str) -> dict[tuple[str, str], tuple[int, str, dict[str, Any]]]:
+        out: dict[tuple[str, str], tuple[int, str, dict[str, Any]]] = {}
+        for e in self._applied.get(group, ()):
+            if e["type"] != ev.REGISTER_BROKER:
+                continue
+            if e["repeats"] is not None:
+                offset, repeat = max(e["repeats"]["offsets"]), e
+            else:
+                offset = e["logOffset"]
+                keys = topic_keys_digest(e["topicConfigTable"]) if e["chunk"] is None else ""
+                repeat = {**e, "topicConfigTable": None, "chunk": None, "repeats": {"offsets": [offset], "topicKeys": keys}}
+            out[(e["clusterName"], e["brokerAddr"])] = (offset, hot.header_digest(e), repeat)
+        return out
+
+    def repeats_nothing(self, state: State, repeat: dict[str, Any]) -> bool:
+        """The repeat applied at time 0 (it moves no time and nothing falls due): no row, change
+        or refusal, and the group holds what it held but for times."""
+        st = GroupState.from_parts(state[0], state[1] or "{}")
+        before = st.signature()
+        try:
+            after, res = route_manager.apply(st, [{**repeat, "time": 0, "logOffset": -1}], 0, self.cfg.routing,
+                                             expiry_ms=0)
+        except NeedsBody:
+            return False
+        return after is not None and not res.rejected and not res.changes and after.signature() == before
 
 
 def _with_body(group: str | None, records: list[dict[str, Any]], need: NeedsBody,
@@ -143,9 +220,11 @@ def _repeated_table(raw: dict[str, Any], values: list[bytes | None],
 
 
 def _run_records(group: str | None, records: list[dict[str, Any]], state: State | None, now_ms: int,
-                 cfg: StepConfig, clock: LogClock) -> tuple[State | None, int | None, list[dict[str, Any]]]:
+                 cfg: StepConfig, clock: LogClock, parsed: list[dict[str, Any]] | None = None
+                 ) -> tuple[State | None, int | None, list[dict[str, Any]]]:
     out: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = [] if parsed is None else parsed
+    events.clear()
     coords: list[tuple[int, int]] = []
     for r in sorted(records, key=lambda r: (r["partition"], r["offset"])):
         try:
@@ -194,12 +273,7 @@ def _run_broker_group(group: str | None, events: list[dict[str, Any]], coords: l
         out.append(out_rows.table_row(group, table, table_rows(st, table)))
     if res.changes:
         out.append(_changes_row(group, group, res.changes, coords))
-    deadline = housekeeping.next_deadline(st, cfg.routing, heard_since)
-    if deadline is not None and expiry_ms < deadline <= now_ms:
-        # Due by the wall clock, not yet by the log (the job is reading a backlog): look again
-        # when the log may have reached the deadline, and at least every housekeeping.RECHECK_MS,
-        # not at every batch; 100,000 groups re-called per batch would stall the catch-up.
-        deadline = now_ms + min(deadline - expiry_ms, housekeeping.RECHECK_MS)
+    deadline = housekeeping.look_again(housekeeping.next_deadline(st, cfg.routing, heard_since), expiry_ms, now_ms)
     out.append(out_rows.row(group, out_rows.DEADLINE, "" if deadline is None else str(deadline)))
     return (st.to_parts() if st else None), deadline, out
 
@@ -294,8 +368,7 @@ def make_step(cfg: StepConfig) -> Callable[..., Iterator[pd.DataFrame]]:
         previous = tuple(state.get) if state.exists else None
         new_state: State | None
         if isinstance(slot, str) and slot.startswith(buckets):
-            new_state, deadline, rows = bk.run_bucket(
-                records, previous, now, lambda g, rs, st: run_group(g, rs, st, now, cfg, clock, fetch))
+            new_state, deadline, rows = bk.run_bucket(records, previous, now, GroupRunner(now, cfg, clock, fetch))
         elif ev.is_broker_group(slot):
             # A key of the layout the checkpoint was moved from (pipelines/state_layout.py): its
             # groups live in buckets now; Spark calls it once more, at its old timeout.

@@ -117,3 +117,13 @@ def next_deadline(state: GroupState | None, cfg: RoutingConfig, heard_since: int
     if cfg.live_flush_ms and stale:
         deadline = min(deadline, (min(_window(li.stale_since, cfg) for li in stale) + 1) * cfg.live_flush_ms)
     return deadline
+
+
+def look_again(deadline: int | None, expiry_ms: int, now_ms: int) -> int | None:
+    """A group's deadline as its timeout is set: one due by the wall clock but not yet by the log
+    (the job is reading a backlog) is looked at again when the log may have reached it, and at
+    least every RECHECK_MS, not at every batch; 100,000 groups re-called per batch would stall the
+    catch-up."""
+    if deadline is not None and expiry_ms < deadline <= now_ms:
+        return now_ms + min(deadline - expiry_ms, RECHECK_MS)
+    return deadline

@@ -51,6 +51,20 @@ class PendingRegistration:
     last_time: int                             # event time of the newest chunk (abandon deadline)
 
 
+def live_entry(cluster: str, addr: str, li: LiveInfo) -> list[Any]:
+    """A live entry as the stored core lists it."""
+    return [cluster, addr, li.broker_id, li.last_update, li.timeout_ms, li.data_version, li.ha_server_addr,
+            li.materialized_update, li.stale_since, li.registered_offset]
+
+
+def live_of_entry(entry: list[Any]) -> tuple[tuple[str, str], LiveInfo]:
+    cluster, addr, *rest = entry
+    return (cluster, addr), LiveInfo(*rest)
+
+
+_LIVE_TIMES = (3, 7, 8)  # where `live_entry` lists last_update, materialized_update and stale_since
+
+
 # A stored topic table longer than this is kept compressed (`pack_topics`).
 PACK_OVER_BYTES = 512
 _PACKED = "z:"
@@ -137,9 +151,23 @@ class GroupState:
     def to_parts(self) -> tuple[str, str]:
         """(core JSON, topic table as stored, `pack_topics`); an untouched topic table is returned
         as it was read."""
-        topics = self._topics_json if self._topics_json is not None else pack_topics(json.dumps(
+        return json.dumps(self._core(), separators=(",", ":"), sort_keys=True), self._stored_topics()
+
+    def signature(self) -> str:
+        """Everything the group holds except its live entries' times (`lastUpdateTimestamp`, what
+        broker_live holds of it, since when that is stale): what a liveness signal must not change."""
+        core = self._core()
+        for entry in core["live"]:
+            for i in _LIVE_TIMES:
+                entry[i] = None
+        return json.dumps(core, separators=(",", ":"), sort_keys=True) + "\n" + self._stored_topics()
+
+    def _stored_topics(self) -> str:
+        return self._topics_json if self._topics_json is not None else pack_topics(json.dumps(
             self._topics, separators=(",", ":"), sort_keys=True))
-        core = {
+
+    def _core(self) -> dict[str, Any]:
+        return {
             "brokerName": self.broker_name,
             "clusters": sorted(self.clusters),
             "broker": None if self.broker is None else {
@@ -149,14 +177,11 @@ class GroupState:
                 "enableActingMaster": self.broker.enable_acting_master,
             },
             "topicKeys": self.topic_keys_digest(),
-            "live": [[c, a, li.broker_id, li.last_update, li.timeout_ms, li.data_version, li.ha_server_addr,
-                      li.materialized_update, li.stale_since, li.registered_offset]
-                     for (c, a), li in sorted(self.live.items())],
+            "live": [live_entry(c, a, li) for (c, a), li in sorted(self.live.items())],
             "filters": [[c, a, lst] for (c, a), lst in sorted(self.filters.items())],
             "pending": [[c, a, p.count, p.header, [[i, p.chunks[i]] for i in sorted(p.chunks)], p.last_time]
                         for (c, a), p in sorted(self.pending.items())],
         }
-        return json.dumps(core, separators=(",", ":"), sort_keys=True), topics
 
     @staticmethod
     def from_parts(core_json: str, topics_json: str) -> GroupState:
@@ -168,7 +193,7 @@ class GroupState:
             clusters=set(raw["clusters"]),
             broker=None if b is None else BrokerData(
                 b["cluster"], {int(k): v for k, v in b["addrs"].items()}, b["zoneName"], b["enableActingMaster"]),
-            live={(c, a): LiveInfo(*rest) for c, a, *rest in raw["live"]},
+            live=dict(live_of_entry(entry) for entry in raw["live"]),
             filters={(c, a): lst for c, a, lst in raw["filters"]},
             pending={(c, a): PendingRegistration(n, header, {int(i): tbl for i, tbl in chunks}, last)
                      for c, a, n, header, chunks, last in raw.get("pending", [])},
@@ -213,14 +238,18 @@ def table_rows(state: GroupState | None, table: str) -> list[dict[str, Any]]:
     if table == t.CLUSTER_ADDR.name:
         return [{"clusterName": c, "brokerName": name} for c in sorted(state.clusters)]
     if table == t.BROKER_LIVE.name:
-        return [{"clusterName": c, "brokerAddr": a, "brokerName": name, "brokerId": li.broker_id,
-                 "lastUpdateTimestamp": li.materialized_update, "heartbeatTimeoutMillis": li.timeout_ms,
-                 "dataVersion": dump_data_version(li.data_version), "haServerAddr": li.ha_server_addr}
-                for (c, a), li in sorted(state.live.items())]
+        return [live_row(name, c, a, li) for (c, a), li in sorted(state.live.items())]
     if table == t.FILTER_SERVER.name:
         return [{"clusterName": c, "brokerAddr": a, "brokerName": name, "filterServer": list(lst)}
                 for (c, a), lst in sorted(state.filters.items())]
     raise KeyError(table)
+
+
+def live_row(broker_name: str, cluster: str, addr: str, li: LiveInfo) -> dict[str, Any]:
+    """One broker_live row: the `lastUpdateTimestamp` it holds is the one materialized."""
+    return {"clusterName": cluster, "brokerAddr": addr, "brokerName": broker_name, "brokerId": li.broker_id,
+            "lastUpdateTimestamp": li.materialized_update, "heartbeatTimeoutMillis": li.timeout_ms,
+            "dataVersion": dump_data_version(li.data_version), "haServerAddr": li.ha_server_addr}
 
 
 def dump_data_version(dv: dict[str, int]) -> str:

@@ -36,7 +36,7 @@ from liveness import admission, fingerprint
 from liveness.ledger import LivenessLedger
 from pipelines import buckets as bk
 from pipelines.offset_log import LogClock
-from pipelines.step import StepConfig, run_group
+from pipelines.step import GroupRunner, StepConfig, run_group
 from routeinfo.route_writes import RoutingConfig
 from routeinfo.state import GroupState, table_rows, topic_keys_digest
 from schemas import events as ev
@@ -157,8 +157,8 @@ class LivenessPath:
     def run(self, now: int) -> None:
         records = [r for r, _ in self.waiting]
         clock = LogClock(since={0: self.last_run} if self.last_run else {}, until={0: now})
-        self.bucket, self.deadline, _ = bk.run_bucket(
-            records, self.bucket, now, lambda g, rs, st: run_group(g, rs, st, now, CFG, clock, self.log.fetch))
+        self.bucket, self.deadline, _ = bk.run_bucket(records, self.bucket, now,
+                                                      GroupRunner(now, CFG, clock, self.log.fetch))
         self.waiting.clear()
         self.last_run = now
         self.batches += 1
@@ -174,7 +174,7 @@ class LivenessPath:
         self.last_run = 0  # the source's first trigger runs a batch at once
 
     def tables(self) -> dict[str, list[dict[str, Any]]]:
-        return tables({g: GroupState.from_parts(e.core, e.topics) for g, e in bk.decode(self.bucket).items()})
+        return tables({g: GroupState.from_parts(e.core, e.topics) for g, e in bk.groups(self.bucket).items()})
 
 
 class Fleet:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pipelines import buckets as bk
 from pipelines.sink import plan_batch
-from pipelines.step import StepConfig, run_group
+from pipelines.step import GroupRunner, StepConfig, run_group
 from routeinfo.snapshot import build_snapshot
 from schemas import events as ev
 from schemas import tables as t
@@ -16,12 +17,14 @@ from tests.helpers import routing_config
 
 class Batches:
     """One micro-batch at a time, as Spark would run it: the events become Kafka-like records
-    (one partition, consecutive offsets, record time = now) and every group that has records or
-    state is stepped at `now` (the timeouts of a real run fire for the latter)."""
+    (one partition, consecutive offsets, record time = now); broker groups run in one bucket as the
+    job runs them (a group with records, or whose deadline is due: the timeouts of a real run), and
+    every KV namespace with records or state is stepped at `now`."""
 
     def __init__(self, cfg: StepConfig) -> None:
         self.cfg = cfg
         self.states: dict[str, str] = {}
+        self.bucket: bk.State | None = None
         self.batch = 0
         self.offset = 0
         self.log: dict[int, bytes] = {}  # every record's value by offset: what a repeat's body is read from
@@ -35,7 +38,13 @@ class Batches:
             self.log[self.offset] = value
             self.offset += 1
         out = []
-        for group in sorted(set(self.states) | set(records)):
+        # broker groups share one bucket, as the job keeps them (pipelines/buckets.py: a group with
+        # no records runs only when its deadline is due; its pure liveness signals are absorbed by
+        # the bucket's live table); KV namespaces and the switches keep their own keys
+        brokers = [r for g, rs in records.items() if ev.is_broker_group(g) for r in rs]
+        self.bucket, _, rows = bk.run_bucket(brokers, self.bucket, now, GroupRunner(now, self.cfg, fetch=self.fetch))
+        out.extend(rows)
+        for group in sorted(set(self.states) | {g for g in records if not ev.is_broker_group(g)}):
             state, _, rows = run_group(group, records.get(group, []), self.states.get(group), now, self.cfg,
                                        fetch=self.fetch)
             if state is None:
