@@ -35,14 +35,19 @@ import numpy as np
 LAST, MAT, STALE, TIMEOUT, REG, FIXED = range(6)
 _INTS = 6
 _VERSION = "1"
-# event fields that are not a registration's header: its time and place, its body, and how it is cut
+# event fields that are not a registration's header: its time and place, and its body and how it
+# is cut (a repeat's `repeats` names the body; the digest takes the body's topic names instead)
 _NOT_HEADER = frozenset({"time", "logOffset", "topicConfigTable", "repeats", "chunk", "timestamp"})
 
 
-def header_digest(event: Mapping[str, Any]) -> str:
-    """Of a normalised REGISTER_BROKER (whole, chunk or small repeat): what it writes besides its
-    topic table and its time. A small repeat with its registration's digest repeats it field for field."""
+def header_digest(event: Mapping[str, Any], topic_keys: str) -> str:
+    """Of a normalised REGISTER_BROKER (whole, chunk or small repeat) whose topic names digest to
+    `topic_keys` (`routeinfo.state.topic_keys_digest`; a repeat's `repeats.topicKeys`): everything
+    it writes but its topic table's contents and its time. A small repeat with its registration's
+    digest repeats it field for field, its topic names included (with other names the rules would
+    read the body, and refuse it)."""
     header = {k: v for k, v in event.items() if k not in _NOT_HEADER}
+    header["topicKeys"] = topic_keys
     return hashlib.blake2b(json.dumps(header, sort_keys=True, separators=(",", ":")).encode(),
                            digest_size=12).hexdigest()
 
@@ -71,7 +76,9 @@ class Row:
     stale_since: int
     timeout: int
     registered: int
-    fixed: bool   # repeating the registration at `registered` changes nothing but times
+    # repeating the registration at `registered` changes nothing but times: a verdict of the rules
+    # under the settings and the rules of the job that made it (`LiveTable.verdicts`)
+    fixed: bool
 
 
 @dataclass(frozen=True)
@@ -97,20 +104,32 @@ def statics(broker_id: Any, data_version: Mapping[str, int], ha_server_addr: str
 class LiveTable:
     """The rows of a bucket, sorted by group, then (clusterName, brokerAddr)."""
 
-    def __init__(self, groups: list[str], clusters: list[str], addrs: list[str], statics: list[str],
-                 digests: list[str], ints: np.ndarray, strings: str | None = None) -> None:
+    def __init__(self, groups: list[str], clusters: list[str], addrs: list[str], fixed_fields: list[str],
+                 digests: list[str], ints: np.ndarray, strings: str | None = None, verdicts: str = "") -> None:
         self.groups, self.clusters, self.addrs = groups, clusters, addrs
-        self.statics, self.digests = statics, digests
+        self.statics, self.digests = fixed_fields, digests
         self.ints = ints  # shape (_INTS, rows), int64
         self._strings = strings  # the string columns as stored, while unchanged (a pass moves only ints)
+        # what the FIXED column's verdicts were made under (the routing settings and the rules'
+        # version): a job that runs under others forgets them (`under`)
+        self.verdicts = verdicts
+
+    def under(self, verdicts: str) -> LiveTable:
+        """This table for a job whose verdicts key is `verdicts`: its FIXED column cleared if they
+        were made under another (the settings changed, or the rules did), so that every entry's
+        next repeat runs the rules once again."""
+        if verdicts != self.verdicts:
+            self.ints[FIXED] = 0
+            self.verdicts = verdicts
+        return self
 
     def _slice(self, group: str) -> tuple[int, int]:
         """The rows of `group` (sorted by group: two bisections, no index to build per call)."""
         return bisect.bisect_left(self.groups, group), bisect.bisect_right(self.groups, group)
 
     @staticmethod
-    def empty() -> LiveTable:
-        return LiveTable([], [], [], [], [], np.zeros((_INTS, 0), dtype=np.int64))
+    def empty(verdicts: str = "") -> LiveTable:
+        return LiveTable([], [], [], [], [], np.zeros((_INTS, 0), dtype=np.int64), verdicts=verdicts)
 
     def __len__(self) -> int:
         return len(self.groups)
@@ -120,16 +139,16 @@ class LiveTable:
         ints = base64.b64encode(np.ascontiguousarray(self.ints, dtype="<i8").tobytes()).decode("ascii")
         strings = self._strings if self._strings is not None else json.dumps(
             [self.groups, self.clusters, self.addrs, self.statics, self.digests], separators=(",", ":"))
-        return f"{_VERSION}\t{ints}\t{strings}"
+        return f"{_VERSION}\t{self.verdicts}\t{ints}\t{strings}"
 
     @staticmethod
     def decode(text: str) -> LiveTable:
-        version, ints, strings = text.split("\t", 2)
+        version, verdicts, ints, strings = text.split("\t", 3)
         if version != _VERSION:
             raise ValueError(f"hot liveness of version {version!r}, this job reads {_VERSION!r}")
         groups, clusters, addrs, stat, digests = json.loads(strings)
         array = np.frombuffer(base64.b64decode(ints), dtype="<i8").astype(np.int64).reshape(_INTS, len(groups))
-        return LiveTable(groups, clusters, addrs, stat, digests, array.copy(), strings)
+        return LiveTable(groups, clusters, addrs, stat, digests, array.copy(), strings, verdicts)
 
     # -- a group's rows for its route rules, and back
     def rows(self, group: str) -> list[Row]:
@@ -164,7 +183,7 @@ class LiveTable:
         ints = np.concatenate([self.ints[:, kept], new], axis=1)
         order = sorted(range(len(groups)), key=lambda i: (groups[i], clusters[i], addrs[i]))
         return LiveTable([groups[i] for i in order], [clusters[i] for i in order], [addrs[i] for i in order],
-                         [stat[i] for i in order], [digests[i] for i in order], ints[:, order])
+                         [stat[i] for i in order], [digests[i] for i in order], ints[:, order], verdicts=self.verdicts)
 
     # -- the pass
     def absorb(self, calls: Mapping[str, Call], now_ms: int, flush_ms: int,

@@ -77,6 +77,7 @@ class GroupRules(Protocol):
 
     flush_ms: int
     heard_since: int | None
+    verdicts: str  # what the live table's fixed-point verdicts are made under (`hot.LiveTable.under`)
 
     def run(self, group: str, records: list[dict[str, Any]], state: State | None
             ) -> tuple[State | None, int | None, list[dict[str, Any]]]:
@@ -116,16 +117,23 @@ class Bucket:
         self._names_text: str | None = None  # the names as stored, while no group came or went
 
     @staticmethod
-    def decode(state: State | None) -> Bucket:
+    def decode(state: State | None, verdicts: str = "") -> Bucket:
+        """`verdicts`: the job's key for the live table's fixed-point verdicts (`hot.LiveTable.under`)."""
         if state is None:
-            return Bucket([], np.zeros(0, dtype=np.int64), [], "", "", hot.LiveTable.empty())
+            return Bucket([], np.zeros(0, dtype=np.int64), [], "", "", hot.LiveTable.empty(verdicts))
         core, topics = state[0], state[1] or ""
         if not core.startswith(LIVE_LINE):
-            return Bucket.of_groups(_old_groups(core, topics))
-        live, groups, cores = (core.split("\n", 2) + [""])[:3]
+            bucket = Bucket.of_groups(_old_groups(core, topics))
+            bucket.live = bucket.live.under(verdicts)
+            return bucket
+        live, _, rest = core.partition("\n")
+        groups, _, cores = rest.partition("\n")
+        if not groups.startswith(GROUPS_LINE):
+            raise ValueError("a bucket's state without its groups line")
         deadlines, flags, names = groups[len(GROUPS_LINE):].split("\t", 2)
         bucket = Bucket(json.loads(names), np.frombuffer(base64.b64decode(deadlines), dtype="<i8").astype(np.int64),
-                        [f == _PENDING for f in flags], cores, topics, hot.LiveTable.decode(live[len(LIVE_LINE):]))
+                        [f == _PENDING for f in flags], cores, topics,
+                        hot.LiveTable.decode(live[len(LIVE_LINE):]).under(verdicts))
         bucket._names_text = names
         return bucket
 
@@ -138,6 +146,7 @@ class Bucket:
             self.pending = [self.pending[i] for i in kept]
             self._cores = [self._cores[i] for i in kept]
             self._topics = [self._topics[i] for i in kept]
+            self.index = {n: i for i, n in enumerate(self.names)}
             self._removed = False
         if not self.names:
             return None
@@ -159,7 +168,7 @@ class Bucket:
         bucket = Bucket.decode(None)
         replaced: dict[str, list[hot.Row]] = {}
         for group, entry in sorted(entries.items()):
-            core, pending, live = _split(entry.core)
+            core, pending, live = _split_core(entry.core)
             bucket.put(group, entry.deadline, pending, core, entry.topics)
             replaced[group] = _rows(live, {}, {}, unchanged=False)
         bucket.live = bucket.live.with_groups(replaced)
@@ -221,7 +230,7 @@ def _dump(raw: dict[str, Any]) -> str:
     return json.dumps(raw, separators=(",", ":"), sort_keys=True)  # as GroupState.to_parts
 
 
-def _split(core: str) -> tuple[str, bool, list[tuple[tuple[str, str], LiveInfo]]]:
+def _split_core(core: str) -> tuple[str, bool, list[tuple[tuple[str, str], LiveInfo]]]:
     """A group's whole core → (its core without live entries, whether a chunked registration is
     being assembled, its live entries)."""
     raw = json.loads(core)
@@ -297,7 +306,7 @@ def run_bucket(records: list[dict[str, Any]], state: State | None, now_ms: int,
             state = (core, topics)
         else:
             by_group.setdefault(r["key"], []).append(r)
-    bucket = Bucket.decode(state)
+    bucket = Bucket.decode(state, rules.verdicts)
     due = set(bucket.due(now_ms))
     calls: dict[str, hot.Call] = {}
     for group in by_group.keys() | due:
@@ -326,7 +335,7 @@ def run_bucket(records: list[dict[str, Any]], state: State | None, now_ms: int,
             replaced[group] = []
             continue
         topics = new[1] or "{}"
-        core, pending, live = _split(new[0])
+        core, pending, live = _split_core(new[0])
         registered = {address: (offset, digest, rules.repeats_nothing((new[0], topics), repeat))
                       for address, (offset, digest, repeat) in rules.registrations(group).items()}
         unchanged = stored == (core, topics) and [

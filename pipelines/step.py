@@ -8,10 +8,14 @@ orders, dispatches and encodes (`step_rows` defines what it emits).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -88,6 +92,23 @@ def run_group(group: str | None, records: list[dict[str, Any]], state: State | N
             refused.extend(dead)
 
 
+@functools.cache
+def _rules_source() -> bytes:
+    """The write rules' own source: a verdict of `GroupRunner.repeats_nothing` holds for these rules only."""
+    import routeinfo
+    here = Path(routeinfo.__file__).parent
+    return b"".join((here / f"{m}.py").read_bytes() for m in ("route_manager", "route_writes", "housekeeping", "state"))
+
+
+def verdicts_key(routing: RoutingConfig) -> str:
+    """What a bucket's fixed-point verdicts (`liveness/hot.py`) were made under: the routing settings
+    (a default timeout, say, is what a repeat without its own writes) and the rules' source. A job
+    under another key makes them again."""
+    h = hashlib.blake2b(_rules_source(), digest_size=8)
+    h.update(json.dumps(dataclasses.asdict(routing), sort_keys=True).encode())
+    return h.hexdigest()
+
+
 class GroupRunner:
     """The route rules of one batch as a bucket's call asks for them (`pipelines.buckets.GroupRules`):
     a group's whole run, its records read as liveness signals, and whether a registration is a
@@ -97,6 +118,7 @@ class GroupRunner:
         self.now_ms, self.cfg, self.clock, self.fetch = now_ms, cfg, clock, fetch
         self.flush_ms = cfg.routing.live_flush_ms
         self.heard_since = clock.resumed
+        self.verdicts = verdicts_key(cfg.routing)
         self._applied: dict[str, list[dict[str, Any]]] = {}  # per group run, the events its rules applied
 
     def run(self, group: str, records: list[dict[str, Any]], state: State | None
@@ -128,7 +150,7 @@ class GroupRunner:
                 out.append(hot.Signal(e["clusterName"], e["brokerAddr"], e["time"]))
             elif e["type"] == ev.REGISTER_BROKER and e["repeats"] is not None:
                 out.append(hot.Signal(e["clusterName"], e["brokerAddr"], e["time"], max(e["repeats"]["offsets"]),
-                                      hot.header_digest(e)))
+                                      hot.header_digest(e, e["repeats"]["topicKeys"])))
             else:
                 return None
         return out
@@ -147,7 +169,8 @@ class GroupRunner:
                 offset = e["logOffset"]
                 keys = topic_keys_digest(e["topicConfigTable"]) if e["chunk"] is None else ""
                 repeat = {**e, "topicConfigTable": None, "chunk": None, "repeats": {"offsets": [offset], "topicKeys": keys}}
-            out[(e["clusterName"], e["brokerAddr"])] = (offset, hot.header_digest(e), repeat)
+            out[(e["clusterName"], e["brokerAddr"])] = (offset, hot.header_digest(e, repeat["repeats"]["topicKeys"]),
+                                                        repeat)
         return out
 
     def repeats_nothing(self, state: State, repeat: dict[str, Any]) -> bool:
@@ -186,7 +209,9 @@ def _with_body(group: str | None, records: list[dict[str, Any]], need: NeedsBody
     whole = {k: v for k, v in raw.items() if k != "repeats"}
     whole["topicConfigTable"] = table
     value = json.dumps(whole, separators=(",", ":")).encode("utf-8")
-    return records[:i] + [{**small, "value": value}] + records[i + 1:], []
+    # it still counts as the registration it names (`route_writes._registration_offset`): the
+    # front's later repeats, and its unregistration when the connection closes, name that one
+    return records[:i] + [{**small, "value": value, "registration": max(need.offsets)}] + records[i + 1:], []
 
 
 _SAME = ("type", "clusterName", "brokerName", "brokerAddr", "brokerId", "dataVersion")
@@ -234,7 +259,8 @@ def _run_records(group: str | None, records: list[dict[str, Any]], state: State 
             out.append(out_rows.dead_letter_row(group, str(exc), r))
             continue
         event["time"] = clock.receive_time(event["time"], r["partition"], now_ms)
-        event["logOffset"] = r["offset"]  # a group's records share one partition (key = group)
+        # a group's records share one partition (key = group); a repeat read whole names its registration's
+        event["logOffset"] = r.get("registration", r["offset"])
         events.append(event)
         coords.append((r["partition"], r["offset"]))
     if group is not None and not ev.is_broker_group(group):

@@ -212,3 +212,41 @@ def test_a_bucket_state_of_the_layout_before_the_live_table_is_read_and_rewritte
                          T0 + 1_000, CFG)
     assert ran == [] and state[0].startswith(bk.LIVE_LINE) and rows == expected[2]
     assert bk.groups(state)["a"].core == expected[0][0] and deadline == T0 + 10_001
+
+
+def test_what_the_live_table_may_not_vouch_for_runs_the_rules():
+    """A repeat naming its registration with other topic names, a job under other settings, and the
+    repeat read whole after its broker was unregistered (it then counts as the registration it
+    names, as the front's later repeats and its connection's unregistration do)."""
+    log: list[bytes] = []
+
+    def append(event, at):
+        log.append(ev.encode(event)[1])
+        return record(event, len(log) - 1, at)
+
+    def fetch(partition, offsets):
+        return [log[o] if o < len(log) else None for o in offsets]
+
+    first = reg("a", 0, "10.0.0.1:1", tps=topics("T1", "T2"))
+    keys = topic_keys_digest(first["topicConfigTable"])
+    state, _, _ = bk.run_bucket([append(first, T0)], None, T0, run(T0, fetch=fetch))
+
+    def step(event, at, cfg=CFG):
+        ran: list[str] = []
+        nonlocal state
+        previous = {g: (e.core, e.topics) for g, e in bk.groups(state).items()}.get("a")
+        rec = append(event, at)
+        state, _, rows = bk.run_bucket([rec], state, at, run(at, cfg, ran=ran, fetch=fetch))
+        assert rows == run_group("a", [rec], previous, at, cfg, fetch=fetch)[2]
+        return ran
+
+    assert step(ev.repeated_registration_event(first, [0], keys), T0 + 1_000) == []
+    other_names = ev.repeated_registration_event(first, [0], topic_keys_digest(["T1", "T3"]))
+    assert step(other_names, T0 + 2_000) == ["a"]  # the rules read the body, and refuse the repeat
+    longer = StepConfig(routing_config(default_timeout_ms=20_000), max_message_bytes=1 << 20,
+                        max_clock_skew_ms=600_000)
+    assert step(ev.repeated_registration_event(first, [0], keys), T0 + 3_000, longer) == ["a"]
+    assert step(ev.repeated_registration_event(first, [0], keys), T0 + 4_000, longer) == []
+    assert step(unreg("a", 0, "10.0.0.1:1"), T0 + 5_000, longer) == ["a"] and bk.groups(state) == {}
+    assert step(ev.repeated_registration_event(first, [0], keys), T0 + 6_000, longer) == ["a"]  # read whole
+    assert step(ev.repeated_registration_event(first, [0], keys), T0 + 7_000, longer) == []
