@@ -120,6 +120,8 @@ LOG_START_TTL_S = 10.0
 # (NAMESRV_KAFKA_FETCH_WAIT_MS) before it hands back to Spark: each trigger costs a call of this
 # source from Spark's JVM and a look at the log's end offsets, so an idle job's triggers are rare.
 LOOK_FETCHES = 4
+# How long a fetch of the planner's consumer waits at the broker (`KafkaStreamReader._client`).
+SCAN_FETCH_WAIT_MS = 10
 # The longest stretch before a look's end that is slept rather than polled (`_await_change`).
 LAST_STRETCH_S = 0.1
 
@@ -172,6 +174,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.max_records = int(options["maxrecordsperbatch"])
         self.buckets = int(options["statebuckets"])
         self._consumer = None
+        self._watcher = None  # the look for records' own consumer (`_watch_client`)
         self._ends: dict[int, tuple[int, int]] = {}  # partition -> (reported end, true end)
         self._short = ShortLogs()  # partitions whose end looks behind the consumed offset
         # Batch admission (see `_admit`): heartbeats may wait up to defer_ms for company.
@@ -215,9 +218,20 @@ class KafkaStreamReader(DataSourceStreamReader):
         return [TopicPartition(self.topic, p) for p in sorted(parts)]
 
     def _client(self) -> Any:
+        """The planner's consumer: end offsets, record times, scans of records known to be there.
+        Its fetches wait at the broker only SCAN_FETCH_WAIT_MS: a broker answers one connection's
+        requests in order, so a plan's request queued behind a fetch waiting for records that do not
+        come would wait out that fetch (`_watch_client` has the long waits)."""
         if self._consumer is None:
-            self._consumer = consumer(self.bootstrap, fetch_max_wait_ms=self.fetch_wait_ms, offset_reset="earliest")
+            self._consumer = consumer(self.bootstrap, fetch_max_wait_ms=SCAN_FETCH_WAIT_MS, offset_reset="earliest")
         return self._consumer
+
+    def _watch_client(self) -> Any:
+        """The consumer of the trigger's look for new records (`_await_change`), on its own
+        connection: its fetches wait up to `fetch_wait_ms` at the broker for a record to arrive."""
+        if self._watcher is None:
+            self._watcher = consumer(self.bootstrap, fetch_max_wait_ms=self.fetch_wait_ms, offset_reset="earliest")
+        return self._watcher
 
     def initialOffset(self) -> dict:
         ensure_topic(self.bootstrap, self.topic, self.create_partitions, self.topic_configs)
@@ -260,7 +274,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             return
         deadline = self._next_deadline()  # no batch runs during the wait: read once
         until = min(time.monotonic() + seconds, self._wake(start, deadline))
-        c = self._client()
+        c = self._watch_client()
         tps = [TopicPartition(self.topic, p) for p in sorted(self._ends)]
         c.assign(tps)
         for tp in tps:
@@ -569,9 +583,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         return (LOSS_PARTITION, first, 0, f"{bk.bucket_prefix(self.buckets)}0", loss_row_value(partition, first, end))
 
     def stop(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        for c in (self._consumer, self._watcher):
+            if c is not None:
+                c.close()
+        self._consumer = self._watcher = None
 
     # -- executor side
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
