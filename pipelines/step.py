@@ -15,7 +15,6 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -94,10 +93,17 @@ def run_group(group: str | None, records: list[dict[str, Any]], state: State | N
 
 @functools.cache
 def _rules_source() -> bytes:
-    """The write rules' own source: a verdict of `GroupRunner.repeats_nothing` holds for these rules only."""
-    import routeinfo
-    here = Path(routeinfo.__file__).parent
-    return b"".join((here / f"{m}.py").read_bytes() for m in ("route_manager", "route_writes", "housekeeping", "state"))
+    """The write rules' own source: a verdict of `GroupRunner.repeats_nothing` holds for these rules
+    only. Read through each module's loader: an executor imports them from the job's code archive."""
+    import importlib
+    out = []
+    for name in ("route_manager", "route_writes", "housekeeping", "state"):
+        module = importlib.import_module(f"routeinfo.{name}")
+        source = module.__loader__.get_source(module.__name__)  # type: ignore[union-attr]
+        if source is None:
+            raise RuntimeError(f"no source for {module.__name__}: the rules' version cannot be told")
+        out.append(source.encode("utf-8"))
+    return b"".join(out)
 
 
 def verdicts_key(routing: RoutingConfig) -> str:
