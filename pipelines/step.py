@@ -106,6 +106,7 @@ def _rules_source() -> bytes:
     return b"".join(out)
 
 
+@functools.cache
 def verdicts_key(routing: RoutingConfig) -> str:
     """What a bucket's fixed-point verdicts (`liveness/hot.py`) were made under: the routing settings
     (a default timeout, say, is what a repeat without its own writes) and the rules' source. A job
@@ -132,26 +133,14 @@ class GroupRunner:
         applied = self._applied[group] = []
         return run_group(group, records, state, self.now_ms, self.cfg, self.clock, self.fetch, applied)
 
-    def _events(self, records: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]] | None:
-        """(record, event) in log order, the event at its receive time; None if one does not parse."""
-        out = []
-        for r in sorted(records, key=lambda r: (r["partition"], r["offset"])):
-            try:
-                event = ev.parse_event(r["value"], key=r["key"], record_time_ms=r["timestamp"],
-                                       max_message_bytes=self.cfg.max_message_bytes,
-                                       max_clock_skew_ms=self.cfg.max_clock_skew_ms)
-            except InvalidInput:
-                return None
-            event["time"] = self.clock.receive_time(event["time"], r["partition"], self.now_ms)
-            out.append((r, event))
-        return out
-
     def signals(self, records: list[dict[str, Any]]) -> list[hot.Signal] | None:
-        events = self._events(records)
-        if events is None:
-            return None
+        try:
+            events = [_parse(r, self.now_ms, self.cfg, self.clock)
+                      for r in sorted(records, key=lambda r: (r["partition"], r["offset"]))]
+        except InvalidInput:
+            return None  # the rules dead-letter it
         out = []
-        for _, e in events:
+        for e in events:
             if e["type"] == ev.BROKER_HEARTBEAT:
                 out.append(hot.Signal(e["clusterName"], e["brokerAddr"], e["time"]))
             elif e["type"] == ev.REGISTER_BROKER and e["repeats"] is not None:
@@ -250,6 +239,14 @@ def _repeated_table(raw: dict[str, Any], values: list[bytes | None],
     return table, ""
 
 
+def _parse(record: dict[str, Any], now_ms: int, cfg: StepConfig, clock: LogClock) -> dict[str, Any]:
+    """One record's normalised event at its receive time (raises InvalidInput)."""
+    event = ev.parse_event(record["value"], key=record["key"], record_time_ms=record["timestamp"],
+                           max_message_bytes=cfg.max_message_bytes, max_clock_skew_ms=cfg.max_clock_skew_ms)
+    event["time"] = clock.receive_time(event["time"], record["partition"], now_ms)
+    return event
+
+
 def _run_records(group: str | None, records: list[dict[str, Any]], state: State | None, now_ms: int,
                  cfg: StepConfig, clock: LogClock, parsed: list[dict[str, Any]] | None = None
                  ) -> tuple[State | None, int | None, list[dict[str, Any]]]:
@@ -259,12 +256,10 @@ def _run_records(group: str | None, records: list[dict[str, Any]], state: State 
     coords: list[tuple[int, int]] = []
     for r in sorted(records, key=lambda r: (r["partition"], r["offset"])):
         try:
-            event = ev.parse_event(r["value"], key=r["key"], record_time_ms=r["timestamp"],
-                                   max_message_bytes=cfg.max_message_bytes, max_clock_skew_ms=cfg.max_clock_skew_ms)
+            event = _parse(r, now_ms, cfg, clock)
         except InvalidInput as exc:
             out.append(out_rows.dead_letter_row(group, str(exc), r))
             continue
-        event["time"] = clock.receive_time(event["time"], r["partition"], now_ms)
         # a group's records share one partition (key = group); a repeat read whole names its registration's
         event["logOffset"] = r.get("registration", r["offset"])
         events.append(event)
