@@ -75,6 +75,18 @@ def test_holder_of_an_address_is_found_in_its_cluster_only():
     assert route_reads.holder_of(snap, "C1", "10.0.0.9:1") is None
 
 
+def test_holder_of_an_address_held_twice_is_the_smallest_name_then_id():
+    """The index built on first use answers as the scan it replaced: the first BrokerData in name
+    order, the first id within it; another cut has its own index."""
+    snap = cut(reg("broker-b", 0, "10.0.0.1:1"), reg("broker-a", 2, "10.0.0.1:1"),
+               reg("broker-a", 1, "10.0.0.1:1"), reg("broker-c", 0, "10.0.0.3:1"))
+    assert route_reads.holder_of(snap, "DefaultCluster", "10.0.0.1:1") == ("broker-a", 1)
+    assert route_reads.holder_of(snap, "DefaultCluster", "10.0.0.3:1") == ("broker-c", 0)
+    later = cut(reg("broker-c", 0, "10.0.0.1:1"))
+    assert route_reads.holder_of(later, "DefaultCluster", "10.0.0.1:1") == ("broker-c", 0)
+    assert route_reads.holder_of(later, "DefaultCluster", "10.0.0.3:1") is None
+
+
 def test_the_cluster_info_body_is_encoded_once_per_cut():
     snap = cut(reg("broker-a", 0, "10.0.0.1:1"), reg("broker-b", 0, "10.0.0.3:1"))
     body = route_reads.cluster_info_body(snap)
