@@ -42,6 +42,8 @@ REGISTER, HEARTBEAT = "register", "heartbeat"
 PERIOD_S = 30.0  # registerNameServerPeriod
 CLUSTER_INFO_PERIOD_S = 5.0  # a 5.x broker's refreshMetadata
 CLIENT_POLL_S = 30.0  # pollNameServerInterval
+FIRST_BEAT_DELAY_S = 10.0  # the register timer's initial delay after `start`'s own registration
+REGISTER_TIMEOUT_S = 24.0  # registerBrokerTimeoutMills: how long a broker waits for an answer
 BROKERS_PER_CLIENT = 10
 TOPICS_PER_CLIENT = 10
 LOOKUP_TIMEOUT_S = 3.0  # MQClientAPIImpl.getTopicRouteInfoFromNameServer's timeout
@@ -159,8 +161,10 @@ class _Conn(asyncio.Protocol):
 class BrokerFleet:
     """`brokers` brokers with `topics` topics of their own each, against the NameServer at `addr`.
     The constructor connects every broker and client and sends every first registration at once
-    (a fleet starting together), returning when all are answered (`register_s`). `start()` starts
-    the timers; `mode` (REGISTER or HEARTBEAT) and `cluster_info` may be switched while they run."""
+    (a fleet starting together), returning when all are answered (`register_s`). Each broker's
+    register timer runs from its own first answer, as a broker's does (`FIRST_BEAT_DELAY_S`, then
+    every period), and the clients' lookups from the start; `start()` starts the 106 timers; `mode` (REGISTER or HEARTBEAT)
+    and `cluster_info` may be switched while they run."""
 
     def __init__(self, addr: str, brokers: int, topics: int, *, mode: str = REGISTER, period_s: float = PERIOD_S,
                  clients: bool = True, seed: int = 1, max_connections: int = MAX_CONNECTIONS) -> None:
@@ -188,7 +192,11 @@ class BrokerFleet:
         self._lookups = [_Template(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": t}) for t in self._client_topics()]
         self._opaque = 0
         self._pending: dict[int, tuple[str, int, float]] = {}  # opaque -> (kind, actor, sent monotonic)
-        self._in_flight: set[int] = set()  # brokers whose registration is unanswered
+        self._in_flight: dict[int, float] = {}  # broker -> when its unanswered re-registration was sent
+        # broker -> when its start ended (monotonic): its first registration answered, or given up
+        # after REGISTER_TIMEOUT_S (the broker goes on; its timer starts either way)
+        self._joined: dict[int, float] = {}
+        self._wave_sent: dict[int, float] = {}
         self._wave_left = 0
         self._wave_done: asyncio.Event | None = None
         self._busy: list[int] = []
@@ -272,21 +280,26 @@ class BrokerFleet:
         self._bconns, self._cconns = conns[:self.broker_conns], conns[self.broker_conns:]
         self._wave_done = asyncio.Event()
         self.started = time.monotonic()
+        # every address is in it from the start (the bench's thread copies it while the timers run,
+        # so no key is added later), with the time its first registration was sent
         sent_ms = int(time.time() * 1000)
+        self.stats.last_sent.update({broker_addr(g): [sent_ms] for g in range(self.brokers)})
+        # A broker's register timer runs from its own start, whatever the rest of the fleet does: a
+        # broker answered early in a long wave re-registers during it, and the clients look their
+        # routes up from the start (a topic not registered yet is answered TOPIC_NOT_EXIST). No
+        # connection is idle for the NameServer's 120 s, as it was when they all waited for the
+        # whole wave.
+        tickers = [asyncio.ensure_future(self._ticker(kind, period, fire)) for kind, period, fire in (
+            ("beat", self.period, self._beat), ("lookup", CLIENT_POLL_S, self._lookup))]
         await self._first_wave(list(range(self.brokers)))
         self.register_s = time.monotonic() - self.started
-        # every address is in it from now on (the bench's thread copies it while the timers run),
-        # with the time its first registration was sent: at the wave's start, not its end
-        self.stats.last_sent.update({broker_addr(g): [sent_ms] for g in range(self.brokers)})
         self._ready.set()
         await self._loop.run_in_executor(None, self._started_timers.wait)
         if not self._stop.is_set():
-            tickers = [asyncio.ensure_future(self._ticker(kind, period, fire)) for kind, period, fire in (
-                ("beat", self.period, self._beat), ("106", CLUSTER_INFO_PERIOD_S, self._ask_cluster_info),
-                ("lookup", CLIENT_POLL_S, self._lookup))]
+            tickers.append(asyncio.ensure_future(self._ticker("106", CLUSTER_INFO_PERIOD_S, self._ask_cluster_info)))
             await self._loop.run_in_executor(None, self._stop.wait)
-            for t in tickers:
-                t.cancel()
+        for t in tickers:
+            t.cancel()
         for c in conns:
             if c.transport is not None:
                 c.transport.close()
@@ -300,6 +313,7 @@ class BrokerFleet:
             self._wave_left, self._busy = len(brokers), []
             self._wave_done.clear()
             for g in brokers:
+                self._wave_sent.setdefault(g, time.monotonic())
                 self._send("wave", g, self._registrations[g], self._bconns[g % self.broker_conns])
             await asyncio.wait_for(self._wave_done.wait(), 3600)
             brokers = sorted(self._busy)
@@ -326,14 +340,20 @@ class BrokerFleet:
             cycle += 1
 
     def _beat(self, g: int) -> None:
+        now = time.monotonic()
+        joined = self._joined.get(g)
+        if joined is None and now - self._wave_sent.get(g, now) >= REGISTER_TIMEOUT_S:
+            joined = self._joined[g] = self._wave_sent[g] + REGISTER_TIMEOUT_S
+        if joined is None or now - joined < FIRST_BEAT_DELAY_S:
+            return  # not started yet: its first registration is unanswered, or its timer's first delay runs
         conn = self._bconns[g % self.broker_conns]
         if self.mode == HEARTBEAT:
             self._send("heartbeat", g, self._heartbeats[g], conn)
-        elif g in self._in_flight:
-            self.stats.skipped += 1
+        elif now - self._in_flight.get(g, -REGISTER_TIMEOUT_S) < REGISTER_TIMEOUT_S:
+            self.stats.skipped += 1  # its previous run still waits for the answer (the timer's one thread)
             return
         else:
-            self._in_flight.add(g)
+            self._in_flight[g] = now
             self._send("register", g, self._registrations[g], conn)
         self.stats.sent += 1
         addr = broker_addr(g)
@@ -367,7 +387,7 @@ class BrokerFleet:
         if not conn.send(template.frame(opaque)):
             self._pending.pop(opaque, None)
             if kind in ("register", "wave"):
-                self._in_flight.discard(actor)
+                self._in_flight.pop(actor, None)
             self.stats.failures.append(f"{kind} of {actor}: the connection is closed")
 
     def _answered(self, opaque: int, code: int) -> None:
@@ -380,11 +400,12 @@ class BrokerFleet:
                 self._busy.append(actor)
             elif code != codes.SUCCESS:
                 self.stats.failures.append(f"first registration of {actor}: code {code}")
+            self._joined.setdefault(actor, time.monotonic())  # start() goes on whatever the answer
             self._wave_left -= 1
             if self._wave_left == 0 and self._wave_done is not None:
                 self._wave_done.set()
         elif kind == "register":
-            self._in_flight.discard(actor)
+            self._in_flight.pop(actor, None)
             if code == codes.SUCCESS:
                 self.stats.answered += 1
             else:
@@ -392,7 +413,7 @@ class BrokerFleet:
         elif kind == "106":
             self.stats.cluster_info_answered += code == codes.SUCCESS
         elif kind == "lookup":
-            if code == codes.SUCCESS:
+            if code in (codes.SUCCESS, codes.TOPIC_NOT_EXIST):  # answered (not registered yet during a wave)
                 self.stats.lookups.append(time.monotonic() - sent)
             else:
                 self.stats.lookups_failed += 1

@@ -102,7 +102,8 @@ def measure_side(addr: str, brokers: int, topics: int, seconds: float,
                               timeout_s=1800)
         out: dict[str, Any] = {"registered_s": time.monotonic() - fleet.started, "answered_s": fleet.register_s,
                                "refused_busy": fleet.refused_busy, "connections": fleet.broker_conns,
-                               "client_connections": fleet.client_conns}
+                               "client_connections": fleet.client_conns,
+                               "wave_lookups": fleet.lookup_summary()}  # the clients' lookups during the wave
         fleet.start()
         for name, mode, cluster_info in PHASES:
             fleet.mode, fleet.cluster_info = mode, cluster_info

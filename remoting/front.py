@@ -117,6 +117,7 @@ class Connection(asyncio.Protocol):
     def answer(self, cmd: Command, reply: Reply) -> None:
         if cmd.oneway or self.transport is None or self.transport.is_closing():
             return
+        self.last_active = time.monotonic()  # idle is neither read nor written, as Netty's IdleStateHandler(0, 0, 120)
         head, body = encode_response_parts(cmd.opaque, reply.code, remark=reply.remark, ext=reply.ext, body=reply.body)
         if len(body) < SHARED_BODY_BYTES:
             self.transport.write(head + body)

@@ -32,6 +32,9 @@ WATCH_S = 0.02
 WATCH_QUIET_S = 0.1
 QUIET_AFTER_S = 30.0
 RELEASE_AFTER_ROWS = 100_000  # topic_queue rows above which a reload gives its memory back
+# ... at most this often: during a large fleet's registration wave topic_queue changes every cut,
+# and each release walks malloc's arenas (the front's allocations wait for them meanwhile)
+RELEASE_EVERY_S = 30.0
 
 
 class SnapshotStore:
@@ -57,6 +60,7 @@ class SnapshotStore:
         self._swapped = threading.Condition()
         self._thread: threading.Thread | None = None
         self._last_scan = float("-inf")
+        self._released = float("-inf")  # when a reload last gave memory back (monotonic)
         self.history = History(reader.warehouse, retention_ms, lambda: self.current)
 
     @property
@@ -129,8 +133,12 @@ class SnapshotStore:
         reloaded = snap.topics is not self.current.topics
         self.current = snap  # atomic reference swap
         self.last_error = None
-        if reloaded and snap.topics.row_count() >= RELEASE_AFTER_ROWS:
-            release_memory()  # the old index and the load's buffers, once requests drop them
+        if reloaded and snap.topics.row_count() >= RELEASE_AFTER_ROWS and \
+                time.monotonic() - self._released >= RELEASE_EVERY_S:
+            self._released = time.monotonic()
+            # the old index and the load's buffers, once requests drop them; no garbage collection,
+            # which would hold the GIL from the answering loop for the whole heap's walk
+            release_memory(collect=False)
         return True
 
     def _announced_cut(self) -> dict[str, Any] | None:
