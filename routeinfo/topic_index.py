@@ -12,12 +12,23 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from routeinfo.state import topic_keys_digest
 
 QUEUE_FIELDS = ("brokerName", "perm", "readQueueNums", "topicSysFlag", "writeQueueNums")
+
+
+# Values converted to Python per Arrow call: each call holds the GIL throughout, and a serving
+# process answers on another thread meanwhile (a 100,000-broker cut's columns whole: tens to
+# hundreds of milliseconds); between two calls the interpreter may hand the GIL over.
+CHUNK = 8192
+
+
+def _py_list(array: pa.Array) -> list[Any]:
+    return [v for i in range(0, len(array), CHUNK) for v in array.slice(i, CHUNK).to_pylist()]
 
 
 class TopicIndex(Mapping):
@@ -30,12 +41,13 @@ class TopicIndex(Mapping):
                               **{f: pa.array([], pa.int32()) for f in QUEUE_FIELDS[1:]}})
         self._topic = table.column("topic").combine_chunks()
         broker = pc.dictionary_encode(table.column("brokerName").combine_chunks())
-        self._brokers: list[str] = broker.dictionary.to_pylist()
+        self._brokers: list[str] = _py_list(broker.dictionary)
         self._broker_codes = broker.indices.to_numpy(zero_copy_only=False)
         self._int_columns = {f: table.column(f).to_numpy() for f in QUEUE_FIELDS[1:]}
         self._cache: dict[str, list[dict[str, Any]]] = {}
         self._names: list[str] | None = None
         self._group_keys: dict[str, str] | None = None
+        self._by_group: tuple[Any, Any, dict[str, int]] | None = None  # row order by group, its codes, code per name
 
     @staticmethod
     def from_rows(rows: list[dict[str, Any]]) -> TopicIndex:
@@ -98,16 +110,27 @@ class TopicIndex(Mapping):
 
     def topic_keys_of(self, broker_name: str) -> str:
         """routeinfo.state.topic_keys_digest of the topics a broker group hosts here: a repeated
-        registration is a liveness signal only while it names exactly them. Built for every
-        group on the first ask and kept for the index's life (it is shared by the cuts that
-        share a topic_queue version)."""
+        registration is a liveness signal only while it names exactly them. The remoting front
+        asks on its answering loop, so nothing is built for the whole fleet: the rows are ordered
+        by group once (numpy), and each ask takes its group's topics (a few microseconds); a
+        group's digest is kept for the index's life (shared by the cuts that share a topic_queue
+        version)."""
         keys = self._group_keys
         if keys is None:
-            names: dict[int, list[str]] = {}
-            for topic, code in zip(self._topic.to_pylist(), self._broker_codes.tolist(), strict=True):
-                names.setdefault(code, []).append(topic)
-            keys = self._group_keys = {self._brokers[c]: topic_keys_digest(ns) for c, ns in names.items()}
-        return keys.get(broker_name) or topic_keys_digest(())
+            keys = self._group_keys = {}
+        found = keys.get(broker_name)
+        if found is not None:
+            return found
+        if self._by_group is None:
+            order = np.argsort(self._broker_codes, kind="stable")  # topic order kept within a group
+            self._by_group = (order, self._broker_codes[order], {n: i for i, n in enumerate(self._brokers)})
+        order, codes, code_of = self._by_group
+        code = code_of.get(broker_name)
+        if code is None:
+            return topic_keys_digest(())
+        lo, hi = np.searchsorted(codes, code, "left"), np.searchsorted(codes, code, "right")
+        digest = keys[broker_name] = topic_keys_digest(self._topic.take(pa.array(order[lo:hi])).to_pylist())
+        return digest
 
     def row_count(self) -> int:
         return int(self._n)

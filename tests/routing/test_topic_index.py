@@ -42,3 +42,14 @@ def test_a_topics_queue_list_is_built_once_per_snapshot():
     idx = TopicIndex.from_rows([{"topic": "T", "brokerName": "b", "perm": 6, "readQueueNums": 1,
                                  "topicSysFlag": 0, "writeQueueNums": 1}])
     assert idx["T"] is idx["T"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(row, max_size=40).map(lambda rs: list({(r["topic"], r["brokerName"]): r for r in rs}.values())),
+       st.sampled_from(["b0", "b1", "broker-10", "absent"]))
+def test_a_groups_topic_keys_are_the_digest_of_its_topic_names(rows, group):
+    from routeinfo.state import topic_keys_digest
+    idx = TopicIndex.from_rows(rows)
+    expected = topic_keys_digest(sorted(r["topic"] for r in rows if r["brokerName"] == group))
+    assert idx.topic_keys_of(group) == expected
+    assert idx.topic_keys_of(group) == expected  # kept
