@@ -312,8 +312,9 @@ class BrokerFleet:
             assert self._wave_done is not None
             self._wave_left, self._busy = len(brokers), []
             self._wave_done.clear()
+            sent = time.monotonic()
             for g in brokers:
-                self._wave_sent.setdefault(g, time.monotonic())
+                self._wave_sent.setdefault(g, sent)
                 self._send("wave", g, self._registrations[g], self._bconns[g % self.broker_conns])
             await asyncio.wait_for(self._wave_done.wait(), 3600)
             brokers = sorted(self._busy)
@@ -349,7 +350,7 @@ class BrokerFleet:
         conn = self._bconns[g % self.broker_conns]
         if self.mode == HEARTBEAT:
             self._send("heartbeat", g, self._heartbeats[g], conn)
-        elif now - self._in_flight.get(g, -REGISTER_TIMEOUT_S) < REGISTER_TIMEOUT_S:
+        elif g in self._in_flight and now - self._in_flight[g] < REGISTER_TIMEOUT_S:
             self.stats.skipped += 1  # its previous run still waits for the answer (the timer's one thread)
             return
         else:

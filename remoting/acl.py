@@ -18,6 +18,9 @@ import hmac
 import ipaddress
 from collections.abc import Mapping
 
+# the broker networks (NAMESRV_REMOTING_BROKER_NETWORKS), a tuple: `in_networks` remembers by it
+Networks = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+
 ACCESS_KEY, SIGNATURE, SECURITY_TOKEN = "AccessKey", "Signature", "SecurityToken"
 # DynamicalExtFieldRPCHook runs after the ACL hook in Java clients, so zone fields are unsigned.
 _UNSIGNED_BY_CLIENTS = ("__ZONE_NAME", "__ZONE_MODE")
@@ -52,20 +55,20 @@ def check(ext: Mapping[str, str], body: bytes, access_key: str, secret_key: str)
 
 
 def broker_refusal(ext: Mapping[str, str], body: bytes, peer: str,
-                   networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network],
+                   networks: Networks,
                    keys: tuple[str, str] | None, *, unsigned_ok: bool) -> str | None:
     """None if a broker request (register, unregister, heartbeat, data version) from `peer` is
     accepted; else why not (the NO_PERMISSION remark). It must come from `networks`; with a key pair
     it must be signed with it, unless `unsigned_ok` and it carries no signature at all (a signed
     request is always checked)."""
-    if not _in_networks_memo(peer, tuple(networks)):
+    if not in_networks(peer, networks):
         return f"broker requests are not accepted from {peer} (NAMESRV_REMOTING_BROKER_NETWORKS)"
     if keys is None or (unsigned_ok and ACCESS_KEY not in ext and SIGNATURE not in ext):
         return None
     return check(ext, body, *keys)
 
 
-def parse_networks(text: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+def parse_networks(text: str) -> Networks:
     """A comma-separated CIDR list (NAMESRV_REMOTING_BROKER_NETWORKS); raises ValueError naming the bad entry."""
     out = []
     for item in (x.strip() for x in text.split(",")):
@@ -74,17 +77,13 @@ def parse_networks(text: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Netw
                 out.append(ipaddress.ip_network(item, strict=False))
             except ValueError:
                 raise ValueError(f"{item!r} is not a network (CIDR such as 127.0.0.0/8 or ::1/128)") from None
-    return out
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=4096)
-def _in_networks_memo(host: str, networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]) -> bool:
-    """`in_networks`, remembered: a fleet sends from few hosts, and parsing the peer's address
+def in_networks(host: str, networks: Networks) -> bool:
+    """Remembered per (host, networks): a fleet sends from few hosts, and parsing the peer's address
     for each of its requests was a visible share of the front's loop at 100,000 brokers."""
-    return in_networks(host, list(networks))
-
-
-def in_networks(host: str, networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
     try:
         addr = ipaddress.ip_address(host)
     except ValueError:

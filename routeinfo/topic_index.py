@@ -21,14 +21,14 @@ from routeinfo.state import topic_keys_digest
 QUEUE_FIELDS = ("brokerName", "perm", "readQueueNums", "topicSysFlag", "writeQueueNums")
 
 
-# Values converted to Python per Arrow call: each call holds the GIL throughout, and a serving
-# process answers on another thread meanwhile (a 100,000-broker cut's columns whole: tens to
-# hundreds of milliseconds); between two calls the interpreter may hand the GIL over.
-CHUNK = 8192
+# Values converted to Python per Arrow call (here and by `snapshots.reader`): each call holds the
+# GIL throughout, and a serving process answers on another thread meanwhile (a 100,000-broker
+# cut's columns whole: tens to hundreds of milliseconds); between two calls the GIL may pass.
+CHUNK_ROWS = 4096
 
 
 def _py_list(array: pa.Array) -> list[Any]:
-    return [v for i in range(0, len(array), CHUNK) for v in array.slice(i, CHUNK).to_pylist()]
+    return [v for i in range(0, len(array), CHUNK_ROWS) for v in array.slice(i, CHUNK_ROWS).to_pylist()]
 
 
 class TopicIndex(Mapping):
@@ -46,7 +46,7 @@ class TopicIndex(Mapping):
         self._int_columns = {f: table.column(f).to_numpy() for f in QUEUE_FIELDS[1:]}
         self._cache: dict[str, list[dict[str, Any]]] = {}
         self._names: list[str] | None = None
-        self._group_keys: dict[str, str] | None = None
+        self._group_keys: dict[str, str] = {}  # brokerName -> topic_keys_digest, filled per ask
         self._by_group: tuple[Any, Any, dict[str, int]] | None = None  # row order by group, its codes, code per name
 
     @staticmethod
@@ -116,8 +116,6 @@ class TopicIndex(Mapping):
         group's digest is kept for the index's life (shared by the cuts that share a topic_queue
         version)."""
         keys = self._group_keys
-        if keys is None:
-            keys = self._group_keys = {}
         found = keys.get(broker_name)
         if found is not None:
             return found

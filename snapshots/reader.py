@@ -19,7 +19,8 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from conf.store import StorePath, store_path
-from routeinfo.snapshot import Snapshot, build_snapshot
+from routeinfo.snapshot import ROW_ORDER, Snapshot, build_snapshot
+from routeinfo.topic_index import CHUNK_ROWS
 from schemas import tables as t
 
 
@@ -29,19 +30,9 @@ def _parquet_source(path: StorePath) -> str | pa.BufferReader:
     return str(path) if isinstance(path, Path) else pa.BufferReader(path.read_bytes())
 
 
-# The order `routeinfo.snapshot.build_snapshot` sorts these tables in, given to them in Arrow first:
-# Python's sort of presorted rows is one pass, where sorting them in C held the GIL for the whole sort.
-CUT_ORDER: dict[str, list[tuple[str, str]]] = {
-    t.BROKER_ADDR.name: [("brokerName", "ascending"), ("brokerId", "ascending")],
-    t.CLUSTER_ADDR.name: [("clusterName", "ascending"), ("brokerName", "ascending")],
-    t.BROKER_LIVE.name: [("clusterName", "ascending"), ("brokerAddr", "ascending"), ("brokerName", "ascending")],
-}
-CHUNK_ROWS = 4096  # rows converted to Python objects between two chances for other threads to run
-
-
-def python_rows(table: pa.Table, order: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
-    """A table's rows as dicts, sorted by `order` (in Arrow, which releases the GIL), converted a
-    chunk at a time with the GIL released between chunks.
+def python_rows(table: pa.Table, order: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """A table's rows as dicts, sorted by the columns `order` (in Arrow, which releases the GIL),
+    converted `CHUNK_ROWS` at a time with the GIL released between chunks.
 
     A serving process loads cuts on its refresher thread while its event loop answers. Arrow's
     conversion of a whole table to Python objects is one C call that holds the GIL throughout
@@ -49,7 +40,7 @@ def python_rows(table: pa.Table, order: list[tuple[str, str]] | None = None) -> 
     remoting front answered at p99 160 ms while cuts were loaded back to back, each lookup
     waiting for a conversion (tests/remoting/test_front_refresh.py)."""
     if order and table.num_rows > 1:
-        table = table.sort_by(order)
+        table = table.sort_by([(column, "ascending") for column in order])
     rows: list[dict[str, Any]] = []
     for batch in table.to_batches(max_chunksize=CHUNK_ROWS):
         rows += batch.to_pylist()
@@ -149,7 +140,7 @@ class SnapshotReader:
                 tables[table.name] = kept[1]
                 continue
             arrow = self._read(table, version)
-            tables[table.name] = arrow if table is t.TOPIC_QUEUE else python_rows(arrow, CUT_ORDER.get(table.name))
+            tables[table.name] = arrow if table is t.TOPIC_QUEUE else python_rows(arrow, ROW_ORDER.get(table.name, ()))
             if table is not t.TOPIC_QUEUE:
                 self._rows[table.name] = (version, tables[table.name])
         return build_snapshot(row, tables)
