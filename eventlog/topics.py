@@ -55,7 +55,8 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, configs: Mapping[s
                 if topic not in admin.list_topics():
                     # as many copies as the cluster has brokers, up to three (one broker: one copy);
                     # min.insync.replicas is the brokers' own setting (docs/deploy.md: 2 of 3)
-                    copies = max(1, min(3, len(admin._client.cluster.brokers())))
+                    # (asked of the cluster: the client's cached metadata may list fewer brokers)
+                    copies = max(1, min(3, len(admin.describe_cluster()["brokers"])))
                     try:
                         admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=copies,
                                                       topic_configs=dict(configs or {}))])
