@@ -335,9 +335,7 @@ class Front:
 
     def _answer(self, conn: Connection, cmd: Command, reply: Reply, started: float) -> None:
         conn.answer(cmd, reply)
-        label = self.metrics.code_label(cmd.code)
-        self.metrics.requests.labels(label, str(reply.code)).inc()
-        self.metrics.latency.labels(label).observe(time.perf_counter() - started)
+        self.metrics.answered(cmd.code, reply.code, time.perf_counter() - started)
 
     def _refused(self, conn: Connection, cmd: Command) -> str | None:
         if cmd.code in codes.BROKER_CODES:

@@ -11,6 +11,7 @@ connection, as RocketMQ's NettyDecoder does.
 from __future__ import annotations
 
 import decimal
+import functools
 import json
 import math
 import re
@@ -114,6 +115,8 @@ def _decode_json(header: bytes) -> Command:
 def _int(value: Any, name: str) -> int:
     """An int field of RemotingCommand as fastjson reads it: absent is 0 (Java's default), a
     fraction is cut (322.5 is 322), decimal text is its number; anything else fails the frame."""
+    if type(value) is int and -2**31 <= value < 2**31:  # what every client sends
+        return value
     if value is None:
         return 0
     if isinstance(value, bool):  # fastjson2 reads true as 1
@@ -130,6 +133,8 @@ def _ext_strings(ext: dict[str, Any]) -> dict[str, str]:
     the wire from 5.5.0): numbers and booleans become their text, nulls are dropped, a
     one-element array of a string or null is that element, other arrays and objects their
     compact JSON text."""
+    if all(type(value) is str for value in ext.values()):  # what every client sends: nothing to convert
+        return ext
     out: dict[str, str] = {}
     for key, value in ext.items():
         if isinstance(value, list) and len(value) == 1 and (value[0] is None or isinstance(value[0], str)):
@@ -218,17 +223,22 @@ def encode_response_parts(opaque: int, code: int, *, remark: str | None = None, 
 
 
 def _response_head(opaque: int, code: int, remark: str | None, ext: dict[str, str] | None, body_len: int) -> bytes:
-    if ext is None and remark is None:  # most answers (every route lookup): no JSON encoder needed
-        return _frame_head(JSON, b'{"code":%d,"flag":1,"language":"JAVA","opaque":%d,"serializeTypeCurrentRPC":'
-                                 b'"JSON","version":%d}' % (code, opaque, V5_5_0), body_len)
-    header: dict[str, Any] = {"code": code}
+    # fastjson2's order is alphabetical: code, extFields, flag, language, opaque, remark,
+    # serializeTypeCurrentRPC, version. Built from pieces rather than one json.dumps per answer:
+    # every read answer carries the same extFields (the cut's id) until the next cut, encoded once.
+    head = b'{"code":%d' % code
     if ext is not None:
-        header["extFields"] = ext
-    header.update(flag=RESPONSE_FLAG, language="JAVA", opaque=opaque)
+        head += b',"extFields":' + _ext_json(tuple(ext.items()))
+    head += b',"flag":1,"language":"JAVA","opaque":%d' % opaque
     if remark is not None:
-        header["remark"] = remark
-    header.update(serializeTypeCurrentRPC="JSON", version=V5_5_0)
-    return _frame_head(JSON, json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8"), body_len)
+        head += b',"remark":' + json.dumps(remark, ensure_ascii=False).encode("utf-8")
+    return _frame_head(JSON, head + b',"serializeTypeCurrentRPC":"JSON","version":%d}' % V5_5_0, body_len)
+
+
+@functools.lru_cache(maxsize=256)
+def _ext_json(items: tuple[tuple[str, str], ...]) -> bytes:
+    """An answer's extFields as JSON, remembered: they repeat (a read's is the cut's id)."""
+    return json.dumps(dict(items), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def encode_request(code: int, opaque: int, *, ext: dict[str, str] | None = None, body: bytes = b"",

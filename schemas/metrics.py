@@ -98,6 +98,7 @@ class RemotingMetrics:
 
     def __init__(self, known_codes: frozenset[int]) -> None:
         self.known = known_codes
+        self._answered: dict[tuple[int, int], tuple[Counter, Histogram]] = {}  # (code or -1, reply code) -> children
         r = self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter("namesrv_remoting_requests", "Remoting requests by request code and response code",
                                 ["request_code", "response_code"], registry=r)
@@ -120,6 +121,18 @@ class RemotingMetrics:
 
     def code_label(self, code: int) -> str:
         return str(code) if code in self.known else "other"
+
+    def answered(self, code: int, reply_code: int, seconds: float) -> None:
+        """One answer counted and timed. The labelled children are looked up once per pair of
+        codes: a lookup per request was a tenth of a route lookup's CPU. Keyed by the label, not
+        the raw code, so a client sending arbitrary codes cannot grow the cache."""
+        key = (code if code in self.known else -1, reply_code)
+        children = self._answered.get(key)
+        if children is None:
+            label = self.code_label(code)
+            children = self._answered[key] = (self.requests.labels(label, str(reply_code)), self.latency.labels(label))
+        children[0].inc()
+        children[1].observe(seconds)
 
 
 class SnapshotMetrics:
