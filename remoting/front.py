@@ -48,6 +48,13 @@ METRICS_WRITE_S = 1.0
 # so this bounds how long a read waits behind a storm of them (at about a millisecond each for a
 # 100-topic registration, a few tens of milliseconds).
 WRITES_PER_TURN = 32
+# Writes taken and not yet answered, at most: RocketMQ's NameServer runs every request but route
+# lookups on its defaultExecutor (NamesrvConfig: 16 threads, a queue of 10,000) and answers a
+# request it cannot queue SYSTEM_BUSY at once, which a broker retries at its next period. Unbounded,
+# a registration wave faster than the job (100,000 brokers: 3,333 a second against ~400) held every
+# waiting registration's request and event in the front: 8 GiB within minutes.
+WRITES_IN_FLIGHT = 16 + 10_000
+BUSY = "[OVERLOAD]system busy, start flow control for a while"  # RocketMQ's remark, word for word
 # A repeat names its full registration for at most this long (and a quarter of the events topic's
 # retention time, if shorter); then the registration is published whole again, so the body a
 # repeat names is always in the log when the job needs it.
@@ -166,7 +173,8 @@ class Front:
     holder (snapshots.store.SnapshotStore), `publisher_factory` builds an EventPublisher."""
 
     def __init__(self, cfg: Config, store: Any, publisher_factory: Callable[[], EventPublisher],
-                 *, max_frame_bytes: int = MAX_FRAME_BYTES, metrics: RemotingMetrics | None = None) -> None:
+                 *, max_frame_bytes: int = MAX_FRAME_BYTES, metrics: RemotingMetrics | None = None,
+                 writes_in_flight: int = WRITES_IN_FLIGHT) -> None:
         self.cfg = cfg
         self.metrics = metrics or RemotingMetrics(codes.REQUEST_CODES)
         self.store = store
@@ -185,6 +193,8 @@ class Front:
         self._repeat_horizon_s = min(REPEAT_HORIZON_S, cfg.kafka_retention_ms / 4000)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._arrived: collections.deque[tuple[Connection, Command, float]] = collections.deque()
+        self._max_in_flight = writes_in_flight
+        self.in_flight = 0  # writes taken and not yet answered (arrived, published, waiting for their cut)
         self._starting = False
         self._waiter = ServedWaiter(store, cfg.remoting_write_wait_ms / 1000, self._spawn)
         self._pipeline = PublishPipeline(cfg.bootstrap, publisher_factory, self.metrics.heartbeats_forwarded)
@@ -310,6 +320,10 @@ class Front:
         elif code in LIVENESS_CODES:
             reply = self._heartbeat(cmd)
         elif code in self._writes:
+            if self.in_flight >= self._max_in_flight:
+                self._answer(conn, cmd, error(codes.SYSTEM_BUSY, BUSY), started)
+                return
+            self.in_flight += 1
             self._arrived.append((conn, cmd, started))
             if not self._starting:
                 self._starting = True
@@ -359,6 +373,8 @@ class Front:
         except Exception as exc:  # answered like Java's exceptionSimpleDesc; the front keeps serving
             log.exception("code %d from %s failed", cmd.code, conn.peer)
             reply = error(codes.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"[:300])
+        finally:
+            self.in_flight -= 1
         self._answer(conn, cmd, reply, started)
 
     # ------------------------------------------------------------ broker requests

@@ -180,3 +180,43 @@ def test_a_repeat_waiting_in_the_window_is_logged_before_a_later_write_of_its_gr
             assert addrs == {"2": "10.0.0.2:10911"}
     finally:
         front.stop()
+
+
+def test_writes_past_the_bound_in_flight_are_answered_system_busy_at_once(tmp_path):
+    """RocketMQ answers a request its executor cannot queue SYSTEM_BUSY, with its remark, and the
+    broker retries at its next period; so does the front past its bound of writes in flight (3
+    here), while the writes it took are answered once published, and a write after them is taken."""
+    from remoting.client import registration_request
+    from remoting.front import BUSY
+    cfg = load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_REMOTING_PORT": "0"})
+    log = _SlowLog(cfg.broker_timeout_ms, 0.5)
+    front = FrontThread(Front(cfg, log, lambda: log, writes_in_flight=3))  # type: ignore[arg-type]
+    host, port = front.addr.rsplit(":", 1)
+
+    def register(g: int, opaque: int, oneway: bool = False) -> bytes:
+        ext, body = registration_request(cluster="C", broker_name=f"b{g}", broker_id=0, addr=f"10.0.0.{g}:10911",
+                                         topics={t: {"topicName": t, "readQueueNums": 4, "writeQueueNums": 4,
+                                                     "perm": 6, "topicSysFlag": 0, "order": False}
+                                                 for t in (f"T{g}", f"U{g}")})
+        return encode_request(codes.REGISTER_BROKER, opaque, ext=ext, body=body, oneway=oneway)
+    try:
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sent = time.monotonic()
+            # 10 two-way registrations and a one-way one, all at once: a one-way write refused is not answered
+            sock.sendall(b"".join(register(g, g) for g in range(1, 11)) + register(11, 11, oneway=True))
+            answers = {}
+            for _ in range(10):
+                cmd = decode(_read_answer(sock))
+                answers[cmd.opaque] = (cmd.code, cmd.remark, time.monotonic() - sent)
+            busy = sorted(o for o, (code, _, _) in answers.items() if code == codes.SYSTEM_BUSY)
+            taken = sorted(o for o, (code, _, _) in answers.items() if code == codes.SUCCESS)
+            assert taken == [1, 2, 3] and busy == list(range(4, 11)), answers
+            assert all(answers[o][1] == BUSY and answers[o][2] < 0.4 for o in busy), answers  # before any publish ended
+            assert front.front.in_flight == 0
+            sock.sendall(register(12, 12))  # the bound freed: taken again
+            again = decode(_read_answer(sock))
+            assert (again.opaque, again.code) == (12, codes.SUCCESS), (again.opaque, again.code, again.remark)
+        assert {f"b{g}" for g in (1, 2, 3, 12)} <= set(log.current.brokers)
+        assert not {f"b{g}" for g in range(4, 12)} & set(log.current.brokers)
+    finally:
+        front.stop()
