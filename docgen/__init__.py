@@ -50,31 +50,81 @@ def admin_page() -> str:
         for name in sorted(cli.list_commands(ctx)):
             command = cli.get_command(ctx, name)
             assert command is not None
-            with click.Context(command, info_name=f"namesrv-admin {name}", parent=ctx, terminal_width=100,
+            with click.Context(command, info_name=name, parent=ctx, terminal_width=100,
                                max_content_width=100) as sub:
                 lines += [f"\n## {name}\n\n```\n", command.get_help(sub), "\n```\n"]
     return "".join(lines)
 
 
+# The remoting front loads cuts with the same SnapshotMetrics as the HTTP server, under this prefix
+# (remoting/__main__.py, build_front; tests/project/test_reference_content.py keeps the two equal).
+FRONT_SNAPSHOT_PREFIX = "namesrv_remoting_snapshot"
+
+
+def _declared_labels(holder: object) -> dict[str, tuple[str, ...]]:
+    """Label names by family of the metrics a holder (JobMetrics, ...) declares as attributes. A
+    labelled family with no child yet shows no label in its samples, so they are read from the
+    metric object (prometheus_client keeps them in `_labelnames`)."""
+    from prometheus_client.metrics import MetricWrapperBase
+    out: dict[str, tuple[str, ...]] = {}
+    for value in vars(holder).values():
+        if isinstance(value, MetricWrapperBase):
+            for family in value.describe():
+                out[family.name] = tuple(value._labelnames)
+    return out
+
+
+def _scrape_time_families() -> list[Any]:
+    """The gauges the HTTP server computes at each scrape (serving.metrics.ServedCutCollector),
+    collected over a stand-in cut and lag probe: the collector's own code names them, so the page
+    lists exactly what it yields, the consumer-lag families included (yielded only with a probe)."""
+    from types import SimpleNamespace
+
+    from eventlog.lag import PartitionLag
+    from serving.metrics import ServedCutCollector
+    cut = SimpleNamespace(snapshot_id=None, commit_time=None, live={}, brokers={}, clusters={}, topics={})
+    store = SimpleNamespace(current=cut, staleness_ms=lambda: None, not_ready=lambda: None, served_offsets=lambda: {})
+    lag = SimpleNamespace(measure=lambda served: [PartitionLag(0, 0, 0.0)])
+    collector: Any = ServedCutCollector
+    return list(collector(store, lag).collect())
+
+
 def metrics_page() -> str:
-    """Every metric family the job, the HTTP server and the remoting front declare."""
+    """Every metric family the job, the HTTP server and the remoting front declare, and the ones
+    the HTTP server computes at scrape time, with their labels."""
     from prometheus_client import CollectorRegistry
 
     from remoting.codes import REQUEST_CODES
     from schemas.metrics import JobMetrics, RemotingMetrics, ServerMetrics, SnapshotMetrics
-    snapshot = CollectorRegistry()
-    SnapshotMetrics(snapshot)
     lines = [NOTICE, "# Metrics reference\n\n",
              "Served at `GET /metrics` in Prometheus' text format (the HTTP server's own, and the job's and the "
-             "remoting front's from their metrics files); the guide, with the families computed at scrape time, is "
-             "[Operating it](../operations.md).\n\n", "| family | type | process | help |\n|---|---|---|---|\n"]
-    for process, registry in (("job", JobMetrics().registry), ("HTTP server", ServerMetrics().registry),
-                              ("remoting front", RemotingMetrics(REQUEST_CODES).registry),
-                              ("snapshot loading", snapshot)):
+             "remoting front's from their metrics files); the guide is [Operating it](../operations.md). The families "
+             "computed at scrape time describe the cut the HTTP server serves and how far it is behind the events "
+             "topic; the consumer-lag families have a sample per partition while the topic answers the lag probe "
+             "(`namesrv_kafka_up` says whether it did).\n\n",
+             "| family | type | labels | process | help |\n|---|---|---|---|---|\n"]
+    job, server, remoting = JobMetrics(), ServerMetrics(), RemotingMetrics(REQUEST_CODES)
+    http_cut, front_cut = CollectorRegistry(), CollectorRegistry()
+    holders: list[tuple[str, object, CollectorRegistry]] = [
+        ("job", job, job.registry), ("HTTP server", server, server.registry),
+        ("HTTP server: cut loading", SnapshotMetrics(http_cut), http_cut),
+        ("remoting front", remoting, remoting.registry),
+        ("remoting front: cut loading", SnapshotMetrics(front_cut, prefix=FRONT_SNAPSHOT_PREFIX), front_cut)]
+    for process, holder, registry in holders:
+        labels = _declared_labels(holder)
         for family in sorted(registry.collect(), key=lambda f: f.name):
-            name = family.name + ("_total" if family.type == "counter" else "")
-            lines.append(f"| `{name}` | {family.type} | {process} | {_cell(family.documentation)} |\n")
+            lines.append(_metric_row(family, labels.get(family.name), process))
+    for family in sorted(_scrape_time_families(), key=lambda f: f.name):
+        lines.append(_metric_row(family, None, "HTTP server, at scrape time"))
     return "".join(lines)
+
+
+def _metric_row(family: Any, labels: tuple[str, ...] | None, process: str) -> str:
+    if labels is None:
+        labels = tuple(sorted({k for s in family.samples for k in s.labels if k not in ("le", "quantile")}))
+    name = family.name + ("_total" if family.type == "counter" else "")
+    shown = ", ".join(f"`{label}`" for label in labels)
+    return f"| `{name}` | {family.type} | {shown} | {process} | {_cell(family.documentation)} |\n"
 
 
 def remoting_page() -> str:
