@@ -18,12 +18,13 @@ PAGES = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
 PAGE_NAMES = PAGES | {p.rsplit("/", 1)[-1] for p in PAGES}
 
 FENCE = re.compile(r"^\s*(```|~~~)")
-# [text](target) and ![alt](target), one level of brackets inside the text; a reference
-# definition `[id]: target`; an HTML comment on one line
-LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\](?:\([^)]*\)|\[[^\]]*\])")
+# [text](target) and ![alt](target), one level of brackets inside the text, either across a line
+# break; a reference definition `[id]: target`; an HTML comment; a code span (within a paragraph)
+PARAGRAPH = r"(?!\n\s*\n)"  # what follows does not cross a blank line
+LINK = re.compile(rf"!?\[(?:{PARAGRAPH}[^\[\]]|\[[^\]]*\])*\](?:\((?:{PARAGRAPH}[^)])*\)|\[[^\]]*\])")
 DEFINITION = re.compile(r"^\s*\[[^\]]+\]:\s*\S+")
-COMMENT = re.compile(r"<!--.*?-->")
-CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+COMMENT = re.compile(r"<!--.*?-->", re.S)
+CODE_SPAN = re.compile(rf"(`+)((?:{PARAGRAPH}.)+?)\1", re.S)
 # a page's file name, bare (`scaling.md`), under docs/ or relative (`./x.md`, `../x.md`)
 MENTION = re.compile(r"(?<![\w/.-])(?:\.\.?/)?(docs/)?((?:reference/)?[\w-]+\.md)(?![\w/-])")
 
@@ -44,20 +45,24 @@ def plain_mentions(text: str) -> list[tuple[int, str]]:
     and code spans that hold more than the path. Pure. `docs/<anything>.md` counts (a page that
     is gone is still a dead string); a bare `<name>.md` counts when docs/ has that page, so
     `BENCHMARKS.md` or `README.md` do not."""
-    found: list[tuple[int, str]] = []
-    fenced = False
-    for number, line in enumerate(text.splitlines(), 1):
+    kept, fenced = [], False
+    for line in text.splitlines():
         if FENCE.match(line):
             fenced = not fenced
-            continue
-        if fenced or DEFINITION.match(line):
-            continue
-        rest = LINK.sub(" ", COMMENT.sub(" ", line))
-        rest = CODE_SPAN.sub(lambda m: m.group(2).strip() if MENTION.fullmatch(m.group(2).strip()) else " ", rest)
-        for m in MENTION.finditer(rest):
+        kept.append("" if fenced or FENCE.match(line) or DEFINITION.match(line) else line)
+    body = COMMENT.sub(_blank, LINK.sub(_blank, "\n".join(kept)))
+    body = CODE_SPAN.sub(lambda m: m.group(2).strip() if MENTION.fullmatch(m.group(2).strip()) else _blank(m), body)
+    found: list[tuple[int, str]] = []
+    for number, line in enumerate(body.split("\n"), 1):
+        for m in MENTION.finditer(line):
             if m.group(1) or m.group(2) in PAGE_NAMES:
                 found.append((number, m.group(0)))
     return found
+
+
+def _blank(m: re.Match[str]) -> str:
+    """What is left of a match: its line breaks, so the lines after it keep their numbers."""
+    return " " + "\n" * m.group(0).count("\n")
 
 
 def _pages() -> list[Path]:
@@ -101,6 +106,7 @@ def test_a_plain_mention_is_found(text, expected):
     "[scaling]: scaling.md",
     "<!-- generated from docs/reference/metrics.md -->",
     "https://example.org/docs/scaling.md",
+    "bounded by the retention ([Operating it, The event log's\nretention](operations.md#the-event-logs-retention)).",
 ])
 def test_links_code_and_other_files_are_not_mentions(text):
     assert plain_mentions(text) == []
@@ -109,3 +115,13 @@ def test_links_code_and_other_files_are_not_mentions(text):
 def test_the_fence_state_spans_lines():
     text = "```\ndocs/scaling.md\n```\nthen docs/latency.md\n"
     assert plain_mentions(text) == [(4, "docs/latency.md")]
+
+
+def test_brackets_and_backticks_do_not_pair_across_paragraphs():
+    text = "a [bracket\n\nthen docs/latency.md](and more) and `one\n\ndocs/tests.md`"
+    assert plain_mentions(text) == [(3, "docs/latency.md"), (5, "docs/tests.md")]
+
+
+def test_a_mention_after_a_link_across_lines_keeps_its_line():
+    text = "a [link\nacross](deploy.md) lines\n\nand `one\nspan` then docs/tests.md\n"
+    assert plain_mentions(text) == [(5, "docs/tests.md")]
