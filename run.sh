@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The one entry point.
-#   ./run.sh                 set up, then run embedded Kafka + streaming job + HTTP server (Ctrl-C stops all)
+#   ./run.sh                 set up, then run embedded Kafka + streaming job + HTTP server + remoting front (Ctrl-C stops all)
 #   ./run.sh test [args]     set up, lint (ruff) and type-check (mypy), then run the whole test suite (args go to pytest)
 #   ./run.sh check [args]    the fast loop: lint, types and the unit tests only (seconds; args go to pytest)
 #   ./run.sh compat [args]   the whole compatibility matrix (RocketMQ 4.9, 5.3, 5.5); writes docs/compatibility.md
-#   ./run.sh multihost [args]  the multi-host bed and its fault tests (network namespaces; root)
+#   ./run.sh multihost [args]  the multi-host bed and its fault tests (network namespaces; root; about 8 minutes)
 #   ./run.sh cluster up|down|status  the multi-host bed to try: a Kafka cluster and HDFS on their own hosts
 #   ./run.sh docs            serve the documentation site (docs/, mkdocs.yml) on http://127.0.0.1:8000
 #   ./run.sh admin ...       the admin CLI (mqadmin's NameServer commands + time travel; ./run.sh admin --help)
