@@ -15,11 +15,12 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
-from admin import render
+from admin import kv_import, render
 from admin.client import USAGE, AdminError, ApiClient, seg
 from conf import ConfigError, load_config
 from conf.tokens import admin_token
@@ -202,6 +203,69 @@ def update_kv(c: Ctx, namespace: str, key: str, value: str) -> None:
 def delete_kv(c: Ctx, namespace: str, key: str) -> None:
     body = c.client.write("DELETE", f"/kv/{seg(namespace)}/{seg(key)}")
     _written(c, body, lambda b: f"{namespace}/{key} deleted")
+
+
+@cli.command("importKvConfig", short_help="Import a RocketMQ NameServer's kvConfig.json (its KV config).",
+             help="Import a RocketMQ NameServer's KV config file (its kvConfig.json, by default "
+                  "~/namesrv/kvConfig.json): every entry is checked before any is written; keys already holding "
+                  "the file's value are left alone, keys not in the file are kept; waits until every entry is "
+                  "served and reads each back.")
+@click.option("-f", "--file", "path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help='the file: {"configTable": {"<namespace>": {"<key>": "<value>"}}}')
+@click.option("--dry-run", is_flag=True, help="check the file and show what would change; write nothing")
+@pass_ctx
+def import_kv_config(c: Ctx, path: Path, dry_run: bool) -> None:
+    try:
+        table = kv_import.read_kv_config(path.read_text(encoding="utf-8"))
+    except (kv_import.KvFileError, UnicodeDecodeError) as exc:
+        raise click.BadParameter(f"{path}: {exc}", param_hint="-f/--file") from None
+    plan = []  # [namespace, key, value, action]
+    for namespace, entries in sorted(table.items()):
+        current = _namespace_or_empty(c, namespace)
+        for key, value in sorted(entries.items()):
+            action = "new" if key not in current else "unchanged" if current[key] == value else "changed"
+            plan.append([namespace, key, value, action])
+    writes = [row for row in plan if row[3] != "unchanged"]
+    if not dry_run:
+        _put_all(c, writes)
+        served = {ns: _namespace_or_empty(c, ns) for ns in {row[0] for row in writes}}
+        wrong = [f"{ns}/{key}" for ns, key, value, _ in writes if served[ns].get(key) != value]
+        if wrong:
+            raise AdminError(f"written, but {len(wrong)} entr{'y' if len(wrong) == 1 else 'ies'} read back with "
+                             f"another value (changed by another writer meanwhile?): {', '.join(wrong[:10])}", 1)
+    empty = sorted(ns for ns, entries in table.items() if not entries)
+    summary = {"file": str(path), "dryRun": dry_run, "written": 0 if dry_run else len(writes),
+               "unchanged": len(plan) - len(writes), "emptyNamespaces": empty,
+               "entries": [{"namespace": r[0], "key": r[1], "value": r[2], "action": r[3]} for r in plan]}
+
+    def text(s: dict[str, Any]) -> str:
+        head = (f"{'would write' if dry_run else 'wrote'} {len(writes)} of {len(plan)} entr"
+                f"{'y' if len(plan) == 1 else 'ies'} from {path} ({s['unchanged']} unchanged)"
+                + ("" if dry_run else "; every one read back as served"))
+        if empty:
+            head += f"\nempty in the file, nothing to import: namespace(s) {', '.join(empty)}"
+        return head + "\n" + render.table(["namespace", "key", "value", "action"], plan)
+    c.show(summary, text)
+
+
+def _namespace_or_empty(c: Ctx, namespace: str) -> dict[str, str]:
+    """A namespace's served keys and values ({} when the NameServer has no such namespace)."""
+    try:
+        return dict(c.client.get(f"/kv/{seg(namespace)}")["table"])
+    except AdminError as exc:
+        if "QUERY_NOT_FOUND" in str(exc):
+            return {}
+        raise
+
+
+def _put_all(c: Ctx, writes: list[list[str]]) -> None:
+    """Every write published without waiting, but each namespace's last, which waits until it is
+    served: a namespace's events share one Kafka key, so they are applied in order and that last
+    one is served only after all of its namespace's before it."""
+    last = {row[0]: i for i, row in enumerate(writes)}
+    for i, (namespace, key, value, _) in enumerate(writes):
+        c.client.write("PUT", f"/kv/{seg(namespace)}/{seg(key)}", body={"value": value},
+                       wait=None if last[namespace] == i else "false")
 
 
 @cli.command("wipeWritePerm", help="Take write permission away from a broker's topics (RocketMQ's 205).")
