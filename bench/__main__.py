@@ -17,9 +17,10 @@ from functools import partial
 from pathlib import Path
 
 from bench import load, pure, units
+from bench.fleet_report import fleet_report
 from bench.parts_broker import broker_benchmark
 from bench.parts_engines import sources_benchmark, stateapi_benchmark, writers_benchmark
-from bench.parts_peers import fleet_benchmark, fleet_report, remoting_benchmark, versus_benchmark
+from bench.parts_peers import fleet_benchmark, remoting_benchmark, versus_benchmark
 from bench.parts_system import (
     cluster_benchmark,
     ingestion_benchmark,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import broker_fleet, versus
+from ops.procs import pss_kib
 from remoting.client import RemotingClient
 
 # The 106 phase last: a side that cannot answer every broker's 106 every 5 s (RocketMQ's NameServer
@@ -85,6 +86,11 @@ def _phase_cost(pids: Callable[[], list[int]], roles: Callable[[], dict[int, str
             role = names.get(pid, "ended")
             per[role] = per.get(role, 0.0) + 100 * cpu / seconds
         phase["per_role_pct"] = {k: round(v, 1) for k, v in sorted(per.items())}
+        memory: dict[str, float] = {}
+        for pid in pids():
+            role = names.get(pid, "ended")
+            memory[role] = memory.get(role, 0.0) + pss_kib(pid) / 1024
+        phase["per_role_pss_mib"] = {k: round(v) for k, v in sorted(memory.items()) if round(v)}
     return phase
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.report import LARGE_FLEET, ROOT, Report
+from bench.report import LARGE_FLEET, Report
 from bench.system import System, cpu_seconds
 from remoting.client import RemotingClient
 
@@ -204,13 +204,11 @@ def versus_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> N
                f"{_s(o['expiry']['p50_s'], 1)} vs {_s(j['expiry']['p50_s'], 1)} s", None)
 
 
-FLEET_PLOT = ROOT / "docs" / "fleet-cost.png"
-
-
 def fleet_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> None:
     """A default-configured fleet (re-registrations every 30 s, 106 every 5 s, then 904s), ours and
     RocketMQ's NameServer one after the other (bench/fleet.py)."""
     from bench import fleet
+    from bench.fleet_report import fleet_report
     from ops import rocketmq_software as rmq
     from ops.procs import tree
     sizes = sizes or ((200,) if quick else (1000,))
@@ -253,121 +251,6 @@ def fleet_benchmark(rep: Report, quick: bool, sizes: tuple[int, ...] = ()) -> No
 def fleet_topics(brokers: int) -> int:
     """The issue's fleets: 1,000 × 10, 10,000 × 100, 100,000 × 10 (smaller fleets: 10 topics)."""
     return 100 if 1_000 < brokers <= 10_000 else 10
-
-
-def _by_role(phase: dict[str, Any]) -> str:
-    """Ours by process role, % of a core (roles that cost nothing left out)."""
-    return ", ".join(f"{k} {v}" for k, v in phase.get("per_role_pct", {}).items() if v)
-
-
-def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], seconds: float) -> None:
-    """The fleet part's section, target rows and plot from its figures."""
-    from bench import broker_fleet, fleet
-    sizes = sorted(results["ours"])
-    fleet.plot(results, FLEET_PLOT)
-    lines = [
-        "A fleet as RocketMQ brokers with default settings behave (`bench/fleet.py`, `bench/broker_fleet.py`): each "
-        "broker on its own connection and its own timer, its registration holding a default 5.3.3 broker's 13 system "
-        "topics beside its own, and a client for every 10 brokers looking up 10 topics every 30 s on its own "
-        f"connection (connections capped at {broker_fleet.MAX_CONNECTIONS:,}: every process here may open 20,000 "
-        "files, so past that brokers share connections, each still on its own timer). Every broker registered once, "
-        "then a full REGISTER_BROKER with an unchanged data version "
-        "every 30 s (`register`: the liveness path alone); then BROKER_HEARTBEAT (904) instead of the "
-        "re-registrations (`heartbeat`); then the re-registrations plus every broker's GET_BROKER_CLUSTER_INFO every "
-        "5 s (`register+106`: the whole default fleet; last, because a side that cannot keep up with it works off "
-        f"its backlog long after). Each phase settles for {fleet.SETTLE_S:.0f} s and is measured "
-        f"for {seconds} s over every process of the side, those started within the window included (ours: the "
-        "launcher's tree, the embedded Kafka included; RocketMQ: NamesrvStartup with `bin/runserver.sh`'s JVM options "
-        "(4 GiB heap, G1, full JIT) and its default thread pools). "
-        "One side after the other, in this run, on this machine.", "",
-        f"![CPU per liveness signal against fleet size]({FLEET_PLOT.relative_to(ROOT / 'docs').as_posix()})", "",
-        "A side that cannot answer as fast as the fleet sends slows the fleet down (a broker waits for its "
-        "registration's answer), so the signals each side was sent are shown against the offered rate "
-        "(brokers ÷ 30 s): a side that took fewer was saturated, and its CPU is a floor, not its cost.", "",
-        "| brokers × topics | phase | CPU ours / RocketMQ, % of a core | ratio | PSS ours / RocketMQ, MiB | "
-        "signals/s taken ours / RocketMQ (offered) | CPU per signal ours / RocketMQ, ms | ours by process, % of a core |",
-        "|---|---|---|---|---|---|---|---|"]
-    for n in sizes:
-        o, j = results["ours"][n], results["rocketmq"][n]
-        if fleet.IDLE in o and fleet.IDLE in j:
-            a, b = o[fleet.IDLE], j[fleet.IDLE]
-            lines.append(f"| {n:,} × {o['topics']} | {fleet.IDLE} (after the fleet unregistered) | {a['cpu_pct']:.2f} / "
-                         f"{b['cpu_pct']:.2f} | {a['cpu_pct'] / max(b['cpu_pct'], 1e-9):.1f} | {a['pss_mib']:.0f} / "
-                         f"{b['pss_mib']:.0f} | | | {_by_role(a)} |")
-        for name, _, _ in fleet.PHASES:
-            a, b = o[name], j[name]
-            lines.append(f"| {n:,} × {o['topics']} | {name} | {a['cpu_pct']:.1f} / {b['cpu_pct']:.1f} | "
-                         f"{a['cpu_pct'] / b['cpu_pct']:.2f} | {a['pss_mib']:.0f} / {b['pss_mib']:.0f} | "
-                         f"{a['signals_per_s']:.0f} / {b['signals_per_s']:.0f} ({n / 30:.0f}) | "
-                         f"{fleet.per_signal_ms(a):.3f} / {fleet.per_signal_ms(b):.3f} | {_by_role(a)} |")
-        busy = [f"{side} {r['refused_busy']:,}" for side, r in (("ours", o), ("RocketMQ", j)) if r.get("refused_busy")]
-        busy_note = f" (refused by flow control and sent again a period later: {', '.join(busy)})" if busy else ""
-        lines.append(f"| {n:,} × {o['topics']} | first registrations, until the last route is answered{busy_note}, s | "
-                     f"{o['registered_s']:.1f} / {j['registered_s']:.1f} | {o['registered_s'] / j['registered_s']:.1f} "
-                     "| | | | |")
-        if "live_lag" in o:
-            lag = o["live_lag"]
-            lines.append(f"| {n:,} × {o['topics']} | served `lastUpdateTimestamp` behind each broker's newest "
-                         f"signal: most signals behind; max / p99 s ({lag['samples']:,} looks, one a second for "
-                         f"{fleet.SETTLE_S:.0f} s{_missed(lag)}) | {lag.get('max_signals_behind', '?')}; {lag['max_s']:.1f} / "
-                         f"{lag['p99_s']:.1f} | | | | | |")
-    when = ", ".join(f"{n:,} at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(results['ours'][n]['measured']))}"
-                     for n in sizes if "measured" in results["ours"][n])
-    if when:
-        lines += ["", f"Measured: {when}."]
-    rep.section("A default-configured fleet, side by side with RocketMQ's NameServer", lines)
-    n = 1000 if 1000 in sizes else sizes[0]
-    o, j = results["ours"][n], results["rocketmq"][n]
-    ratio = o["register"]["cpu_pct"] / j["register"]["cpu_pct"]
-    rep.target(f"liveness path: {n:,} brokers re-registering every 30 s, CPU vs RocketMQ's", "≤ 2×",
-               f"{o['register']['cpu_pct']:.1f} vs {j['register']['cpu_pct']:.1f} % of a core ({ratio:.1f}×)",
-               ratio <= 2)
-    whole = o["register+106"]
-    ratio = whole["cpu_pct"] / j["register+106"]["cpu_pct"]
-    rep.target(f"whole default fleet: {n:,} brokers, also 106 every 5 s, CPU vs RocketMQ's; PSS",
-               "≤ 1.5×; ≤ 1.0 GiB", f"{whole['cpu_pct']:.1f} vs {j['register+106']['cpu_pct']:.1f} % of a core "
-               f"({ratio:.1f}×); PSS {whole['pss_mib']:.0f} MiB", ratio <= 1.5 and whole["pss_mib"] <= 1024)
-    if "live_lag" in o:
-        lag = o["live_lag"]
-        rep.target(f"broker_live's lastUpdateTimestamp behind the newest signal, {n:,} brokers re-registering",
-                   "≤ one heartbeat interval (the newest signal at most unserved)",
-                   f"{lag.get('max_signals_behind', '?')} signal(s) behind at most; max {lag['max_s']:.1f} s "
-                   f"(the fleet's own longest interval)", lag.get("max_signals_behind", 99) <= 1)
-    if fleet.IDLE in o and fleet.IDLE in j:
-        a, b = o[fleet.IDLE], j[fleet.IDLE]
-        rep.target("no brokers at all: the whole system's CPU (embedded Kafka included)", "≤ 1 % of a core",
-                   f"{a['cpu_pct']:.2f} % of a core (RocketMQ {b['cpu_pct']:.2f} %)", a["cpu_pct"] <= 1)
-    rep.target(f"{n:,} first registrations served", "≤ 3 s",
-               f"{o['registered_s']:.1f} s (RocketMQ {j['registered_s']:.1f} s)", o["registered_s"] <= 3)
-    if 10_000 in sizes:
-        o, j = results["ours"][10_000], results["rocketmq"][10_000]
-        a, b = o["register"], j["register"]
-        ratio = a["cpu_pct"] / b["cpu_pct"]
-        held = a["signals_per_s"] >= 0.95 * 10_000 / 30
-        short = "" if held else f", and only {a['signals_per_s']:.0f} of {10_000 / 30:.0f} signals/s taken"
-        rep.target("10,000 brokers × 100 topics re-registering: CPU vs RocketMQ's; PSS; first registrations",
-                   "≤ 5×; ≤ 1.5 GiB; ≤ 60 s",
-                   f"{a['cpu_pct']:.1f} vs {b['cpu_pct']:.1f} % of a core ({ratio:.1f}×"
-                   f"{short}); "
-                   f"PSS {a['pss_mib']:.0f} MiB; {o['registered_s']:.0f} s",
-                   held and ratio <= 5 and a["pss_mib"] <= 1536 and o["registered_s"] <= 60)
-    if 100_000 in sizes:
-        o, j = results["ours"][100_000], results["rocketmq"][100_000]
-        a, b = o["register"], j["register"]
-        offered = 100_000 / 30
-        tuned = ", ".join(f"{k}={v}" for k, v in o.get("settings", {}).items())
-        rep.target("100,000 brokers × 10 topics re-registering every 30 s: every signal taken"
-                   + (f" ({tuned})" if tuned else ""),
-                   f"{offered:,.0f} signals/s taken",
-                   f"{a['signals_per_s']:,.0f} of {offered:,.0f} signals/s taken at {a['cpu_pct']:.0f} % of a core, "
-                   f"PSS {a['pss_mib']:.0f} MiB, first registrations {o['registered_s']:.0f} s (RocketMQ: "
-                   f"{b['signals_per_s']:,.0f}/s at {b['cpu_pct']:.1f} %, PSS {b['pss_mib']:.0f} MiB, "
-                   f"{j['registered_s']:.0f} s)", a["signals_per_s"] >= 0.95 * offered)
-
-
-def _missed(lag: dict[str, Any]) -> str:
-    """Looks at which a broker was absent from the served list (its pages read across cuts)."""
-    return f"; {lag['missed']:,} looks missed the broker" if lag.get("missed") else ""
 
 
 def _shown(side: dict[str, Any], value: float | None, label: str, fmt: str) -> str:

@@ -1,0 +1,223 @@
+"""The fleet part's section, plot and target rows (`bench/fleet.py` measures, this renders).
+
+The targets are the liveness issue's (35) and the serving issue's (36) for a default fleet. A
+target not reached says its figure, the profile behind it (ours by process) and the next change
+(`NEXT`), so a reader of BENCHMARKS.md sees where the cost sits and what is tried next without
+opening another page. The next changes are ours to keep current: a re-run that moves a profile
+moves what comes next, and docs/scaling.md's decision records say what each one gave.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bench.report import ROOT, Report
+
+FLEET_PLOT = ROOT / "docs" / "fleet-cost.png"
+
+# What comes next for a target not reached, read from its profile (docs/scaling.md, records 21-23).
+NEXT = {
+    "register": "the front and the embedded Kafka pay per record, each broker's signal being one: publish a "
+                "coalescing window's signals as one record, read by the job as one columnar batch",
+    "heartbeat": "the same path as a re-registration past the front: one record per window, not per broker",
+    "memory": "the job's JVM and Python workers hold most of it (the memory part's profile): a driver heap and "
+              "worker count sized to the fleet",
+    "idle": "the embedded Kafka alone idles near 1 % (its own JVM: 'The embedded broker'); the serving "
+            "processes' progress polls and the front's housekeeping timers are next",
+    "wave": "the job takes about 400 registrations/s (5,000 a batch in 12 s) while the wave offers 3,333/s, "
+            "and the front rebuilds route bodies per topic per cut (docs/scaling.md, record 22): "
+            "registrations applied in fewer, larger passes, and route bodies carried over from cut to cut",
+    "lookups_106": "the front answers 106 from the cut's encoded body, but 2,000 asks/s of a 10,000-broker "
+                   "body saturate one Python process: cluster-info bodies written by more than one "
+                   "serving process over one shared cut (issue 36)",
+}
+
+
+def by_role(phase: dict[str, Any]) -> str:
+    """Ours by process role, % of a core (roles that cost nothing left out)."""
+    return ", ".join(f"{k} {v}" for k, v in phase.get("per_role_pct", {}).items() if v)
+
+
+def pss_by_role(phase: dict[str, Any]) -> str:
+    """Ours by process role, PSS in MiB (runs before 2026-11-27 did not record it)."""
+    per = phase.get("per_role_pss_mib")
+    return ", ".join(f"{k} {v}" for k, v in per.items()) if per else "not recorded in this run"
+
+
+def _memory(phase: dict[str, Any], limit_mib: float) -> str:
+    """What a row adds when its PSS is over the target: the memory profile and the next change."""
+    if phase["pss_mib"] <= limit_mib:
+        return ""
+    return f". PSS by process, MiB: {pss_by_role(phase)}. PSS next: {NEXT['memory']}"
+
+
+def _missed(lag: dict[str, Any]) -> str:
+    """Looks at which a broker was absent from the served list (its pages read across cuts)."""
+    return f"; {lag['missed']:,} looks missed the broker" if lag.get("missed") else ""
+
+
+def _lookups(summary: dict[str, Any] | None) -> str:
+    """The clients' lookups in a window: p99 / max ms, and how many went unanswered."""
+    if not summary or not summary.get("sent"):
+        return "–"
+    if summary.get("p99_ms") is None:
+        return f"none answered of {summary['sent']:,}"
+    lost = summary.get("unanswered", 0) + summary.get("failed", 0)
+    return f"{summary['p99_ms']:,.1f} / {summary['max_ms']:,.0f}" + (f" ({lost:,} unanswered)" if lost else "")
+
+
+def _short(reached: bool, profile: str, next_key: str) -> str:
+    """What a row adds when its target is not reached: the profile and the next change."""
+    return "" if reached else f". Profile, ours by process: {profile}. Next: {NEXT[next_key]}"
+
+
+def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], seconds: float) -> None:
+    """The fleet part's section, target rows and plot from its figures."""
+    from bench import broker_fleet, fleet
+    sizes = sorted(results["ours"])
+    fleet.plot(results, FLEET_PLOT)
+    lines = [
+        "A fleet as RocketMQ brokers with default settings behave (`bench/fleet.py`, `bench/broker_fleet.py`): each "
+        "broker on its own connection and its own timer, its registration holding a default 5.3.3 broker's 13 system "
+        "topics beside its own, and a client for every 10 brokers looking up 10 topics every 30 s on its own "
+        f"connection (connections capped at {broker_fleet.MAX_CONNECTIONS:,}: every process here may open 20,000 "
+        "files, so past that brokers share connections, each still on its own timer). Every broker registered once, "
+        "then a full REGISTER_BROKER with an unchanged data version "
+        "every 30 s (`register`: the liveness path alone); then BROKER_HEARTBEAT (904) instead of the "
+        "re-registrations (`heartbeat`); then the re-registrations plus every broker's GET_BROKER_CLUSTER_INFO every "
+        "5 s (`register+106`: the whole default fleet; last, because a side that cannot keep up with it works off "
+        f"its backlog long after). Each phase settles for {fleet.SETTLE_S:.0f} s and is measured "
+        f"for {seconds} s over every process of the side, those started within the window included (ours: the "
+        "launcher's tree, the embedded Kafka included; RocketMQ: NamesrvStartup with `bin/runserver.sh`'s JVM options "
+        "(4 GiB heap, G1, full JIT) and its default thread pools). The clients' route lookups (GET_ROUTEINFO_BY_TOPIC) "
+        f"during each phase are timed too; one not answered within {broker_fleet.LOOKUP_TIMEOUT_S:.0f} s, a client's "
+        "own timeout, is unanswered. One side after the other, in this run, on this machine.", "",
+        f"![CPU per liveness signal against fleet size]({FLEET_PLOT.relative_to(ROOT / 'docs').as_posix()})", "",
+        "A side that cannot answer as fast as the fleet sends slows the fleet down (a broker waits for its "
+        "registration's answer), so the signals each side was sent are shown against the offered rate "
+        "(brokers ÷ 30 s): a side that took fewer was saturated, and its CPU is a floor, not its cost.", "",
+        "| brokers × topics | phase | CPU ours / RocketMQ, % of a core | ratio | PSS ours / RocketMQ, MiB | "
+        "signals/s taken ours / RocketMQ (offered) | CPU per signal ours / RocketMQ, ms | "
+        "lookups p99 / max ms, ours; RocketMQ | ours by process, % of a core |",
+        "|---|---|---|---|---|---|---|---|---|"]
+    for n in sizes:
+        o, j = results["ours"][n], results["rocketmq"][n]
+        if fleet.IDLE in o and fleet.IDLE in j:
+            a, b = o[fleet.IDLE], j[fleet.IDLE]
+            lines.append(f"| {n:,} × {o['topics']} | {fleet.IDLE} (after the fleet unregistered) | {a['cpu_pct']:.2f} / "
+                         f"{b['cpu_pct']:.2f} | {a['cpu_pct'] / max(b['cpu_pct'], 1e-9):.1f} | {a['pss_mib']:.0f} / "
+                         f"{b['pss_mib']:.0f} | | | | {by_role(a)} |")
+        for name, _, _ in fleet.PHASES:
+            a, b = o[name], j[name]
+            lines.append(f"| {n:,} × {o['topics']} | {name} | {a['cpu_pct']:.1f} / {b['cpu_pct']:.1f} | "
+                         f"{a['cpu_pct'] / b['cpu_pct']:.2f} | {a['pss_mib']:.0f} / {b['pss_mib']:.0f} | "
+                         f"{a['signals_per_s']:.0f} / {b['signals_per_s']:.0f} ({n / 30:.0f}) | "
+                         f"{fleet.per_signal_ms(a):.3f} / {fleet.per_signal_ms(b):.3f} | "
+                         f"{_lookups(a.get('lookups'))}; {_lookups(b.get('lookups'))} | {by_role(a)} |")
+        busy = [f"{side} {r['refused_busy']:,}" for side, r in (("ours", o), ("RocketMQ", j)) if r.get("refused_busy")]
+        busy_note = f" (refused by flow control and sent again a period later: {', '.join(busy)})" if busy else ""
+        lines.append(f"| {n:,} × {o['topics']} | first registrations, until the last route is answered{busy_note}, s | "
+                     f"{o['registered_s']:.1f} / {j['registered_s']:.1f} | {o['registered_s'] / j['registered_s']:.1f} "
+                     f"| | | | {_lookups(o.get('wave_lookups'))}; {_lookups(j.get('wave_lookups'))} | |")
+        if "live_lag" in o:
+            lag = o["live_lag"]
+            lines.append(f"| {n:,} × {o['topics']} | served `lastUpdateTimestamp` behind each broker's newest "
+                         f"signal: most signals behind; max / p99 s ({lag['samples']:,} looks, one a second for "
+                         f"{fleet.SETTLE_S:.0f} s{_missed(lag)}) | {lag.get('max_signals_behind', '?')}; {lag['max_s']:.1f} / "
+                         f"{lag['p99_s']:.1f} | | | | | | |")
+    when = ", ".join(f"{n:,} at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(results['ours'][n]['measured']))}"
+                     for n in sizes if "measured" in results["ours"][n])
+    if when:
+        lines += ["", f"Measured: {when}."]
+    rep.section("A default-configured fleet, side by side with RocketMQ's NameServer", lines)
+    _targets(rep, results)
+
+
+def _targets(rep: Report, results: dict[str, dict[int, dict[str, Any]]]) -> None:
+    """The issues' targets for each fleet size measured (docs/scaling.md keeps their history)."""
+    from bench import fleet
+    ours, theirs = results["ours"], results["rocketmq"]
+    if 1000 in ours:
+        o, j = ours[1000], theirs[1000]
+        a, b = o["register"], j["register"]
+        ratio = a["cpu_pct"] / b["cpu_pct"]
+        reached = ratio <= 1.5 and a["pss_mib"] <= 1024
+        rep.target("1,000 × 10 re-registering every 30 s: CPU vs RocketMQ's; PSS", "≤ 1.5×; ≤ 1 GiB",
+                   f"{a['cpu_pct']:.1f} vs {b['cpu_pct']:.1f} % of a core ({ratio:.2f}×); PSS {a['pss_mib']:.0f} MiB"
+                   + _short(ratio <= 1.5, by_role(a), "register")
+                   + _memory(a, 1024), reached)
+        a, b = o["heartbeat"], j["heartbeat"]
+        ratio = a["cpu_pct"] / b["cpu_pct"]
+        rep.target("1,000 × 10 heartbeating (904) every 30 s: CPU vs RocketMQ's", "≤ 3×",
+                   f"{a['cpu_pct']:.1f} vs {b['cpu_pct']:.1f} % of a core ({ratio:.2f}×)"
+                   + _short(ratio <= 3, by_role(a), "heartbeat"), ratio <= 3)
+        whole = o["register+106"]
+        ratio = whole["cpu_pct"] / j["register+106"]["cpu_pct"]
+        rep.target("whole default fleet: 1,000 brokers, also 106 every 5 s, CPU vs RocketMQ's; PSS",
+                   "≤ 1.5×; ≤ 1.0 GiB", f"{whole['cpu_pct']:.1f} vs {j['register+106']['cpu_pct']:.1f} % of a core "
+                   f"({ratio:.2f}×); PSS {whole['pss_mib']:.0f} MiB" + _short(ratio <= 1.5, by_role(whole), "register")
+                   + _memory(whole, 1024),
+                   ratio <= 1.5 and whole["pss_mib"] <= 1024)
+        if "live_lag" in o:
+            lag = o["live_lag"]
+            rep.target("broker_live's lastUpdateTimestamp behind the newest signal, 1,000 brokers re-registering",
+                       "≤ one heartbeat interval (the newest signal at most unserved)",
+                       f"{lag.get('max_signals_behind', '?')} signal(s) behind at most; max {lag['max_s']:.1f} s "
+                       f"(the fleet's own longest interval)", lag.get("max_signals_behind", 99) <= 1)
+        if fleet.IDLE in o and fleet.IDLE in j:
+            a, b = o[fleet.IDLE], j[fleet.IDLE]
+            rep.target("no brokers at all: the whole system's CPU (embedded Kafka included)", "≤ 1 % of a core",
+                       f"{a['cpu_pct']:.2f} % of a core (RocketMQ {b['cpu_pct']:.2f} %)"
+                       + _short(a["cpu_pct"] <= 1, by_role(a), "idle"), a["cpu_pct"] <= 1)
+        rep.target("1,000 first registrations served (no regression)", "≤ 3 s",
+                   f"{o['registered_s']:.1f} s (RocketMQ {j['registered_s']:.1f} s)", o["registered_s"] <= 3)
+    if 10_000 in ours:
+        o, j = ours[10_000], theirs[10_000]
+        a, b = o["register"], j["register"]
+        ratio = a["cpu_pct"] / b["cpu_pct"]
+        held = a["signals_per_s"] >= 0.95 * 10_000 / 30
+        short = "" if held else f", and only {a['signals_per_s']:.0f} of {10_000 / 30:.0f} signals/s taken"
+        rep.target("10,000 × 100 re-registering: CPU vs RocketMQ's; PSS; first registrations (no regression)",
+                   "≤ 3×; ≤ 2 GiB; ≤ 60 s",
+                   f"{a['cpu_pct']:.1f} vs {b['cpu_pct']:.1f} % of a core ({ratio:.2f}×{short}); "
+                   f"PSS {a['pss_mib']:.0f} MiB; {o['registered_s']:.0f} s"
+                   + _memory(a, 2048),
+                   held and ratio <= 3 and a["pss_mib"] <= 2048 and o["registered_s"] <= 60)
+        a, b = o["heartbeat"], j["heartbeat"]
+        ratio = a["cpu_pct"] / b["cpu_pct"]
+        rep.target("10,000 × 100 heartbeating (904): CPU vs RocketMQ's", "≤ 5×",
+                   f"{a['cpu_pct']:.1f} vs {b['cpu_pct']:.1f} % of a core ({ratio:.2f}×)"
+                   + _short(ratio <= 5, by_role(a), "heartbeat"), ratio <= 5)
+        looks = o["register+106"].get("lookups")
+        if looks and looks.get("sent"):
+            lost = looks.get("unanswered", 0) + looks.get("failed", 0)
+            ok = (not lost and looks.get("p99_ms") is not None and looks["p99_ms"] <= 20
+                  and looks["max_ms"] <= 1000)
+            rep.target("route lookups while 10,000 × 100 re-register and ask 106 every 5 s",
+                       "p99 ≤ 20 ms, max ≤ 1 s, none unanswered",
+                       f"ours {_lookups(looks)} ms of {looks['sent']:,}; RocketMQ "
+                       f"{_lookups(j['register+106'].get('lookups'))} ms"
+                       + _short(ok, by_role(o["register+106"]), "lookups_106"), ok)
+    if 100_000 in ours:
+        o, j = ours[100_000], theirs[100_000]
+        a, b = o["register"], j["register"]
+        offered = 100_000 / 30
+        tuned = ", ".join(f"{k}={v}" for k, v in o.get("settings", {}).items())
+        held = a["signals_per_s"] >= 0.95 * offered and a["pss_mib"] <= 4096
+        rep.target("100,000 × 10 re-registering every 30 s: every signal taken; PSS"
+                   + (f" ({tuned})" if tuned else ""), f"{offered:,.0f} signals/s taken; ≤ 4 GiB",
+                   f"{a['signals_per_s']:,.0f} of {offered:,.0f} signals/s taken at {a['cpu_pct']:.0f} % of a core, "
+                   f"PSS {a['pss_mib']:.0f} MiB, first registrations {o['registered_s']:.0f} s (RocketMQ: "
+                   f"{b['signals_per_s']:,.0f}/s at {b['cpu_pct']:.1f} %, PSS {b['pss_mib']:.0f} MiB, "
+                   f"{j['registered_s']:.0f} s)" + _short(held, by_role(a), "wave"), held)
+        waves = [w for w in (o.get("wave_lookups"), a.get("lookups")) if w and w.get("sent")]
+        if waves:
+            lost = sum(w.get("unanswered", 0) + w.get("failed", 0) for w in waves)
+            worst = max((w["p99_ms"] for w in waves if w.get("p99_ms") is not None), default=None)
+            ok = not lost and worst is not None and worst <= 50
+            rep.target("route lookups during the 100,000-broker registration wave and after it",
+                       "none unanswered; p99 ≤ 50 ms",
+                       f"during: {_lookups(o.get('wave_lookups'))} ms; after: {_lookups(a.get('lookups'))} ms "
+                       f"(RocketMQ during: {_lookups(j.get('wave_lookups'))}; after: {_lookups(b.get('lookups'))})"
+                       + _short(ok, by_role(a), "wave"), ok)
