@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -106,6 +107,24 @@ def test_a_file_is_imported_and_every_entry_read_back_over_http(remoting_system,
 
     again = admin(p.url, p.cfg.data_dir, "-o", "json", "importKvConfig", "-f", str(path))
     assert again.returncode == 0 and json.loads(again.stdout)["written"] == 0  # idempotent
+
+    # docs/upgrades.md writes the KV config out again, as a file this command imports
+    exported = export_kv(p.cfg.warehouse, tmp_path / "export")
+    for namespace, entries in expected.items():
+        assert entries.items() <= exported.get(namespace, {}).items(), namespace
+
+
+def export_kv(warehouse: Path, where: Path) -> dict[str, dict[str, str]]:
+    """The block docs/upgrades.md marks `tested: export-kv`, run where it writes kvConfig.json."""
+    block = re.search(r"<!-- tested: export-kv -->\n```sh\n(.*?)```", (ROOT / "docs" / "upgrades.md").read_text(),
+                      flags=re.S)
+    assert block, "docs/upgrades.md has no block marked 'tested: export-kv'"
+    where.mkdir()
+    (where / ".venv").symlink_to(ROOT / ".venv")  # the block runs from the repository's top
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.group(1)], cwd=where, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "STORE": str(warehouse.parent)})
+    assert done.returncode == 0, done.stderr
+    return read_kv_config((where / "kvConfig.json").read_text())
 
 
 @pytest.mark.integration
