@@ -9,6 +9,7 @@
 #   ./run.sh docs            serve the documentation site (docs/, mkdocs.yml) on http://127.0.0.1:8000
 #   ./run.sh admin ...       the admin CLI (mqadmin's NameServer commands + time travel; ./run.sh admin --help)
 #   ./run.sh simulate ...    publish a simulated broker fleet (--brokers N --topics M [--slaves K] [--period S])
+#   ./run.sh rocketmq broker|producer|consumer|mqadmin ...  RocketMQ's own broker, quickstart clients, mqadmin (--help)
 #   ./run.sh soak [--minutes N] [--catch-up] [--differential SEQ] [--malformed N] [--kills K]  long runs
 #   ./run.sh bench [--quick]     benchmark suite (needs Debian's wrk, etcd-server, etcd-client); writes BENCHMARKS.md
 #   ./run.sh setup           only create/refresh the virtualenv
@@ -120,9 +121,10 @@ case "$cmd" in
   docs)     setup; NO_MKDOCS_2_WARNING=1 exec "$VENV/bin/mkdocs" serve -a 127.0.0.1:8000 "$@" ;;
   simulate) setup; exec "$VENV/bin/python" -m fleet.simulator "$@" ;;
   admin)    setup; exec "$VENV/bin/python" -m admin "$@" ;;
+  rocketmq) setup; exec "$VENV/bin/python" -m ops.rocketmq_cli "$@" ;;
   soak)     setup; exec "$VENV/bin/python" -m fleet.soak "$@" ;;
   bench)    setup; bench_tools; exec "$VENV/bin/python" -m bench "$@" ;;
   setup)    setup; echo "run.sh: ready ($VENV)" ;;
-  -h|--help|help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) die "unknown command '$cmd' (try: ./run.sh, ./run.sh test, ./run.sh check, ./run.sh compat, ./run.sh admin --help, ./run.sh simulate --help)" ;;
+  -h|--help|help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) die "unknown command '$cmd' (try: ./run.sh, ./run.sh test, ./run.sh check, ./run.sh compat, ./run.sh admin --help, ./run.sh simulate --help, ./run.sh rocketmq --help)" ;;
 esac
