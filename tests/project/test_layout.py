@@ -115,11 +115,12 @@ def test_the_configuration_page_is_the_declared_settings():
                                       "paste the output of `python -c 'import conf; print(conf.settings_table())'`")
 
 
-def test_the_operations_page_lists_every_prometheus_metric():
-    """docs/operations.md's metrics table names every family the code defines (docs match the code)."""
+def test_the_metrics_reference_lists_every_prometheus_metric():
+    """The metrics table (docs/reference/metrics.md, its one home; the guides link to it) names
+    every family the code defines (docs match the code)."""
     from remoting.codes import REQUEST_CODES
     from schemas.metrics import JobMetrics, RemotingMetrics, ServerMetrics, SnapshotMetrics
-    readme = (ROOT / "docs" / "operations.md").read_text()
+    readme = (ROOT / "docs" / "reference" / "metrics.md").read_text()
     server = ServerMetrics()
     SnapshotMetrics(server.registry)
     names = set()
@@ -134,7 +135,7 @@ def test_the_operations_page_lists_every_prometheus_metric():
     from serving import metrics
     assert all(f'"{n}"' in inspect.getsource(metrics) for n in scrape_time)
     missing = sorted(n for n in names | scrape_time if f"`{n}`" not in readme)
-    assert not missing, f"docs/operations.md's metrics table lacks {missing}"
+    assert not missing, f"docs/reference/metrics.md's table lacks {missing}"
 
 
 def _module_imports() -> dict[str, set[str]]:
