@@ -16,7 +16,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from bench import load, pure, units
+from bench import headline, load, pure, units
 from bench.fleet_report import fleet_report
 from bench.parts_broker import broker_benchmark
 from bench.parts_engines import sources_benchmark, stateapi_benchmark, writers_benchmark
@@ -32,6 +32,8 @@ from bench.parts_system import (
 )
 from bench.report import PARTS, ROOT, SCALING, Report
 from conf.version import argument_parser
+
+README = ROOT / "README.md"  # its first screen holds the headline figures (bench/headline.py)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         args.output.write_text(rep.markdown(["--quick"] * args.quick))
         newest = max(part["time"] for part in rep.parts.values())
         units.update_doc(SCALING, rep.raw, f"run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(newest))}")
-        print(f"wrote {args.output} and the figures of {SCALING.relative_to(ROOT)}", flush=True)
+        headline.update(README, rep.raw)
+        print(f"wrote {args.output}, the figures of {SCALING.relative_to(ROOT)} and README's", flush=True)
         return 0
     for tool, package in (("wrk", "wrk"), ("etcd", "etcd-server"), ("etcdctl", "etcd-client")):
         load.require(tool, package)
@@ -92,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(max(part["time"] for part in rep.parts.values())))
     if not units.update_doc(SCALING, rep.raw, f"run of {when}{', --quick' if rep.quick else ''}"):
         raise SystemExit(f"bench: {SCALING} lacks the {units.BEGIN} … {units.END} block")
-    print(f"wrote the figures of {SCALING.relative_to(ROOT)}", flush=True)
+    if not headline.update(README, rep.raw):
+        raise SystemExit(f"bench: {README} lacks the {headline.BEGIN} … {headline.END} block")
+    print(f"wrote the figures of {SCALING.relative_to(ROOT)} and README's", flush=True)
     return 0
 
 
