@@ -392,6 +392,8 @@ def make_step(cfg: StepConfig) -> Callable[..., Iterator[pd.DataFrame]]:
         slot = key[0]
         records, clock, reports = batch_records([_unpack(r) for pdf in pdfs for r in pdf["record"].tolist()])
         now = state.getCurrentProcessingTimeMs()
+        if fetch is not None:
+            fetch.begin(now)  # every key of one batch shares its processing time
         previous = tuple(state.get) if state.exists else None
         new_state: State | None
         if isinstance(slot, str) and slot.startswith(buckets):
