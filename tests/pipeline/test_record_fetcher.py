@@ -16,13 +16,18 @@ from tests.helpers import DEFAULTS, reg, topics
 pytestmark = pytest.mark.integration
 
 
-def test_one_batchs_bodies_are_read_from_the_broker_once_and_forgotten_by_the_next(kafka_bootstrap):
+def _published(bootstrap: str, count: int) -> tuple[str, list[int]]:
+    """A new one-partition topic holding `count` registrations (broker f-<i>); their offsets."""
     topic = f"fetch-{uuid.uuid4().hex[:8]}"
-    ensure_topic(kafka_bootstrap, topic, 1, {})
-    with EventPublisher(kafka_bootstrap, topic, max_message_bytes=DEFAULTS.max_message_bytes) as pub:
+    ensure_topic(bootstrap, topic, 1, {})
+    with EventPublisher(bootstrap, topic, max_message_bytes=DEFAULTS.max_message_bytes) as pub:
         coords = pub.publish([reg(f"f-{i}", 0, f"10.0.0.{i + 1}:10911", tps=topics(f"F{i}", "FBase"))
-                              for i in range(60)])
-    offsets = [o for _, o in coords]
+                              for i in range(count)])
+    return topic, [o for _, o in coords]
+
+
+def test_one_batchs_bodies_are_read_from_the_broker_once_and_forgotten_by_the_next(kafka_bootstrap):
+    topic, offsets = _published(kafka_bootstrap, 60)
     fetch = RecordFetcher(kafka_bootstrap, topic)
     try:
         fetch.begin(1)
@@ -45,15 +50,11 @@ def test_one_batchs_bodies_are_read_from_the_broker_once_and_forgotten_by_the_ne
 
 
 def test_what_a_batch_keeps_is_bounded(kafka_bootstrap):
-    topic = f"fetch-{uuid.uuid4().hex[:8]}"
-    ensure_topic(kafka_bootstrap, topic, 1, {})
-    with EventPublisher(kafka_bootstrap, topic, max_message_bytes=DEFAULTS.max_message_bytes) as pub:
-        coords = pub.publish([reg(f"g-{i}", 0, f"10.0.1.{i + 1}:10911", tps=topics(f"G{i}", "GBase"))
-                              for i in range(40)])
+    topic, offsets = _published(kafka_bootstrap, 40)
     fetch = RecordFetcher(kafka_bootstrap, topic, keep_bytes=2_000)  # a few records' worth
     try:
         fetch.begin(1)
-        for _, o in coords:
+        for o in offsets:
             (value,) = fetch(0, [o])
             assert value is not None
         assert fetch._seen_bytes <= 2_000
