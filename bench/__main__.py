@@ -16,7 +16,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from bench import headline, load, pure, units
+from bench import headline, load, pure, site_copy, units
 from bench.fleet_report import fleet_report
 from bench.parts_broker import broker_benchmark
 from bench.parts_engines import sources_benchmark, stateapi_benchmark, writers_benchmark
@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         rep.load_previous()
         _fleet_from_saved(rep)
         args.output.write_text(rep.markdown(["--quick"] * args.quick))
+        site_copy.write(args.output, ROOT / "docs")
         newest = max(part["time"] for part in rep.parts.values())
         units.update_doc(SCALING, rep.raw, f"run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(newest))}")
         headline.update(README, rep.raw)
@@ -90,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {name} done in {time.monotonic() - started:.0f} s", flush=True)
         rep.save()  # what ran so far is kept even if a later part fails (`--render` writes it out)
     args.output.write_text(rep.markdown(args_list if not args.only else ["--quick"] * args.quick))
+    site_copy.write(args.output, ROOT / "docs")
     rep.save()
     print(f"\nwrote {args.output}", flush=True)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(max(part["time"] for part in rep.parts.values())))

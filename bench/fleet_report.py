@@ -93,7 +93,7 @@ def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], sec
         "(4 GiB heap, G1, full JIT) and its default thread pools). The clients' route lookups (GET_ROUTEINFO_BY_TOPIC) "
         f"during each phase are timed too; one not answered within {broker_fleet.LOOKUP_TIMEOUT_S:.0f} s, a client's "
         "own timeout, is unanswered. One side after the other, in this run, on this machine.", "",
-        f"![CPU per liveness signal against fleet size]({FLEET_PLOT.relative_to(ROOT / 'docs').as_posix()})", "",
+        f"![CPU per liveness signal against fleet size]({FLEET_PLOT.relative_to(ROOT).as_posix()})", "",
         "A side that cannot answer as fast as the fleet sends slows the fleet down (a broker waits for its "
         "registration's answer), so the signals each side was sent are shown against the offered rate "
         "(brokers ÷ 30 s): a side that took fewer was saturated, and its CPU is a floor, not its cost.", "",

@@ -39,3 +39,16 @@ def test_scalings_per_unit_block_is_the_last_runs():
     block = _between((ROOT / "docs" / "scaling.md").read_text(), units.BEGIN, units.END)
     for line in [*units.table(_raw()), *units.arithmetic(_raw())]:
         assert line in block, f"docs/scaling.md's generated block lacks {line!r}: run ./run.sh bench --render"
+
+
+def test_the_sites_benchmarks_page_is_benchmarks_md():
+    from bench.site_copy import site_copy
+    assert (ROOT / "docs" / "benchmarks.md").read_text() == site_copy((ROOT / "BENCHMARKS.md").read_text()), \
+        "docs/benchmarks.md differs from BENCHMARKS.md: run ./run.sh bench --render"
+
+
+def test_the_site_copy_links_pages_and_keeps_code_and_paths():
+    from bench.site_copy import site_copy
+    text = site_copy("# B\nsee docs/scaling.md, `docs/latency.md` and ![p](docs/x.png) and bench/docs/y.md\n")
+    assert "[scaling](scaling.md)" in text and "`docs/latency.md`" in text and "![p](x.png)" in text
+    assert "bench/docs/y.md" in text and text.startswith("# B\n\n_The site's copy")
