@@ -19,6 +19,7 @@ from schemas.fields import KV_TEXT_MAX
 from tests.harness import ADMIN_TOKEN
 
 ROOT = Path(__file__).resolve().parents[2]
+ORDER_NS = "ImportOrderNs"  # the file's ORDER_TOPIC_CONFIG, imported into the shared system
 
 # As RocketMQ 5.3's KVConfigManager.persist writes it (fastjson, pretty): namespaces of
 # ORDER_TOPIC_CONFIG and of an application, a value with a non-ASCII character
@@ -80,21 +81,25 @@ def served(url: str, namespace: str, key: str) -> str | None:
 @pytest.mark.integration
 def test_a_file_is_imported_and_every_entry_read_back_over_http(remoting_system, tmp_path):
     p = remoting_system
+    # The system is the session's: ORDER_TOPIC_CONFIG is in every REGISTER_BROKER answer once it
+    # exists (RocketMQ's order-topic config; a deleted key leaves the namespace, as in RocketMQ), so
+    # the file's order-topic entries are imported under a namespace of this test's own.
+    text = ROCKETMQ_FILE.replace("ORDER_TOPIC_CONFIG", ORDER_NS)
     path = tmp_path / "kvConfig.json"
-    path.write_text(ROCKETMQ_FILE, encoding="utf-8")
-    expected = read_kv_config(ROCKETMQ_FILE)
+    path.write_text(text, encoding="utf-8")
+    expected = read_kv_config(text)
     # one entry already holds the file's value, one another value
-    assert p.write("PUT", "/kv/ORDER_TOPIC_CONFIG/ImportOrderTopic2", {"value": "broker-a:4"})[0] == 200
+    assert p.write("PUT", f"/kv/{ORDER_NS}/ImportOrderTopic2", {"value": "broker-a:4"})[0] == 200
     assert p.write("PUT", "/kv/ImportAppNs/greeting", {"value": "hello"})[0] == 200
     assert p.write("PUT", "/kv/ImportAppNs/not-in-the-file", {"value": "stays"})[0] == 200
 
     dry = admin(p.url, p.cfg.data_dir, "-o", "json", "importKvConfig", "--file", str(path), "--dry-run")
     assert dry.returncode == 0, dry.stderr
     plan = {(e["namespace"], e["key"]): e["action"] for e in json.loads(dry.stdout)["entries"]}
-    assert plan[("ORDER_TOPIC_CONFIG", "ImportOrderTopic2")] == "unchanged"
+    assert plan[(ORDER_NS, "ImportOrderTopic2")] == "unchanged"
     assert plan[("ImportAppNs", "greeting")] == "changed"
-    assert plan[("ORDER_TOPIC_CONFIG", "ImportOrderTopic")] == "new"
-    assert served(p.url, "ORDER_TOPIC_CONFIG", "ImportOrderTopic") is None  # a dry run writes nothing
+    assert plan[(ORDER_NS, "ImportOrderTopic")] == "new"
+    assert served(p.url, ORDER_NS, "ImportOrderTopic") is None  # a dry run writes nothing
 
     done = admin(p.url, p.cfg.data_dir, "importKvConfig", "-f", str(path))
     assert done.returncode == 0, done.stderr
