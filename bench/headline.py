@@ -5,9 +5,10 @@ block, so a re-run rewrites them and no page carries a number the bench did not 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
+
+from bench import units
 
 BEGIN, END = "<!-- bench:headline -->", "<!-- /bench:headline -->"
 JAVA = "RocketMQ NameServer (Java 5.3.3)"
@@ -47,9 +48,4 @@ def block(raw: dict[str, Any]) -> str:
 
 def update(doc: Path, raw: dict[str, Any]) -> bool:
     """Replace the doc's headline block; False when the markers are missing."""
-    text = doc.read_text()
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
-    if not pattern.search(text):
-        return False
-    doc.write_text(pattern.sub(lambda _: block(raw), text))
-    return True
+    return units.replace_block(doc, BEGIN, END, block(raw))
