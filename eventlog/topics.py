@@ -40,10 +40,14 @@ def no_topic_creation(metadata: Any) -> None:
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int, configs: Mapping[str, str] | None = None,
-                 wait_s: float = 60.0) -> int:
+                 wait_s: float = 60.0, copies: int | None = None) -> int:
     """Create `topic` if it does not exist, with `configs` (`retention_configs`); return its partition
     count. Waits for the broker. A topic that exists keeps its configuration: it may be an operator's
-    to set (`kafka-configs.sh --alter`)."""
+    to set (`kafka-configs.sh --alter`).
+
+    `copies` None: as many copies as the cluster lists brokers, up to three. A broker's metadata can
+    lag the cluster's for a moment after it forms (seen in CI: two of three listed), so a caller that
+    knows the count passes it and the topic waits for that many brokers instead of taking fewer."""
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import KafkaError, TopicAlreadyExistsError
     deadline = time.monotonic() + wait_s
@@ -56,12 +60,17 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, configs: Mapping[s
                     # as many copies as the cluster has brokers, up to three (one broker: one copy);
                     # min.insync.replicas is the brokers' own setting (docs/deploy.md: 2 of 3)
                     # (asked of the cluster: the client's cached metadata may list fewer brokers)
-                    copies = max(1, min(3, len(admin.describe_cluster()["brokers"])))
+                    listed = len(admin.describe_cluster()["brokers"])
+                    if copies is not None and listed < copies:
+                        last_error = RuntimeError(f"{listed} broker(s) listed, {copies} cop(ies) asked")
+                        time.sleep(0.5)
+                        continue
+                    made = copies if copies is not None else max(1, min(3, listed))
                     try:
-                        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=copies,
+                        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=made,
                                                       topic_configs=dict(configs or {}))])
-                        log.info("created topic %s: %d partition(s), %d cop%s, %s", topic, partitions, copies,
-                                 "y" if copies == 1 else "ies", dict(configs or {}))
+                        log.info("created topic %s: %d partition(s), %d cop%s, %s", topic, partitions, made,
+                                 "y" if made == 1 else "ies", dict(configs or {}))
                     except TopicAlreadyExistsError:
                         pass
                 described = admin.describe_topics([topic])
