@@ -96,13 +96,17 @@ def _phase_cost(pids: Callable[[], list[int]], roles: Callable[[], dict[int, str
 
 def measure_side(addr: str, brokers: int, topics: int, seconds: float,
                  pids: Callable[[], list[int]], roles: Callable[[], dict[int, str]] | None = None,
-                 live: Callable[[], dict[str, int]] | None = None) -> dict[str, Any]:
+                 live: Callable[[], dict[str, int]] | None = None,
+                 wave_budget_s: float = 1800.0) -> dict[str, Any]:
     """Register the fleet (timed until its last route is answered), then each phase of PHASES,
     then the side with no broker at all (IDLE, SETTLE_S after the fleet closed its connections).
     `live`: the side's served lastUpdateTimestamp per address, sampled during the first phase's
-    settling period (so its reads are not in the phase's CPU)."""
-    fleet = broker_fleet.BrokerFleet(addr, brokers, topics, mode=broker_fleet.REGISTER)
+    settling period (so its reads are not in the phase's CPU). A side that has not answered every
+    first registration within `wave_budget_s` is not held: `not_held` measures it as it stands."""
+    fleet = broker_fleet.BrokerFleet(addr, brokers, topics, mode=broker_fleet.REGISTER, wave_budget_s=wave_budget_s)
     try:
+        if not fleet.wave_held:
+            return not_held(fleet, brokers, seconds, pids, roles, live, wave_budget_s)
         with RemotingClient(addr, timeout_s=120) as reader:  # a lookup during a large wave may be slow, not lost
             versus.wait_route(reader, broker_fleet.user_topic(brokers - 1, topics - 1), present=True,
                               timeout_s=1800)
@@ -134,6 +138,38 @@ def measure_side(addr: str, brokers: int, topics: int, seconds: float,
     time.sleep(SETTLE_S)
     out[IDLE] = _phase_cost(pids, roles, seconds)
     print(f"   {brokers} brokers gone, {IDLE}: {out[IDLE]}", flush=True)
+    return out
+
+
+def not_held(fleet: broker_fleet.BrokerFleet, brokers: int, seconds: float, pids: Callable[[], list[int]],
+             roles: Callable[[], dict[int, str]] | None, live: Callable[[], dict[str, int]] | None,
+             budget_s: float) -> dict[str, Any]:
+    """A wave the side did not take within its budget, measured as it stands: the first
+    registrations answered, the brokers served, and one `register` phase of the fleet as it runs
+    (brokers re-registering from their own answer or give-up, the rest still waiting), whose
+    signals taken fall short of the offered rate. No later phase: a side that is behind would be
+    charged for its backlog in each. Saved as a row, never an exception, so the run keeps it."""
+    out: dict[str, Any] = {"held": False, "wave_budget_s": budget_s, "registered_s": None, "answered_s": None,
+                           "wave_answered": fleet.wave_answered, "refused_busy": fleet.refused_busy,
+                           "connections": fleet.broker_conns, "client_connections": fleet.client_conns,
+                           "wave_lookups": fleet.lookup_summary()}
+    if live is not None:
+        try:
+            out["served_brokers"] = len(live())
+        except Exception as exc:  # a side too busy to page its groups: said, not fatal to the row
+            out["served_brokers_error"] = f"{type(exc).__name__}: {exc}"
+    sent, answered, lookups = fleet.sent, fleet.wave_answered, fleet.lookup_mark()
+    phase = _phase_cost(pids, roles, seconds)
+    phase["signals_per_s"] = (fleet.sent - sent) / seconds
+    phase["wave_answered_per_s"] = (fleet.wave_answered - answered) / seconds
+    phase["skipped"] = fleet.stats.skipped
+    phase["lookups"] = fleet.lookup_summary(lookups)
+    out["register"] = phase
+    out["wave_answered_end"] = fleet.wave_answered
+    out["refused"] = len(fleet.failures)
+    out["failures"] = fleet.failures[:5]
+    print(f"   {brokers} brokers, not held after {budget_s:.0f} s: {fleet.wave_answered:,} first registrations "
+          f"answered; {phase}", flush=True)
     return out
 
 
