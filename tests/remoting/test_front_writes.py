@@ -312,3 +312,29 @@ def test_a_repeat_after_a_log_reset_is_published_whole(tmp_path):
         assert regs[3]["repeats"]["offsets"] == [2]  # the whole one after the reset (the first small is at 1)
     finally:
         front.stop()
+
+
+def test_a_repeat_older_than_the_events_topics_retention_allows_is_published_whole(tmp_path):
+    """A small repeat names its full registration by offset; once that registration may have
+    been removed by the events topic's retention (a quarter of NAMESRV_KAFKA_RETENTION_MS, here
+    0.3 s), the repeat carries its body again and later repeats name the new one: the job never
+    gets a repeat whose registration the log no longer holds."""
+    cfg = load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_REMOTING_PORT": "0",
+                       "NAMESRV_REMOTING_HEARTBEAT_COALESCE_MS": "50", "NAMESRV_KAFKA_RETENTION_MS": "1200"})
+    log = RecordingLog(cfg.broker_timeout_ms)
+    front = FrontThread(Front(cfg, log, lambda: log))  # type: ignore[arg-type]
+    reg = _registration(11)
+    try:
+        with RemotingClient(front.addr) as c:
+            assert c.call(codes.REGISTER_BROKER, *reg).code == codes.SUCCESS
+            assert c.call(codes.REGISTER_BROKER, *reg).code == codes.SUCCESS  # small: within the horizon
+            time.sleep(0.5)  # past the horizon of the first
+            assert c.call(codes.REGISTER_BROKER, *reg).code == codes.SUCCESS  # whole again
+            assert c.call(codes.REGISTER_BROKER, *reg).code == codes.SUCCESS  # small, naming the new one
+            time.sleep(0.2)
+        regs = [e for e in log.events if e["type"] == ev.REGISTER_BROKER]
+        assert ["repeats" in e for e in regs] == [False, True, False, True], regs
+        assert "topicConfigTable" in regs[2]
+        assert regs[3]["repeats"]["offsets"] == [2]
+    finally:
+        front.stop()
