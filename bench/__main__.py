@@ -16,7 +16,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from bench import headline, load, pure, site_copy, units
+from bench import headline, load, page_figures, pure, site_copy, units
 from bench.fleet_report import fleet_report
 from bench.parts_broker import broker_benchmark
 from bench.parts_engines import sources_benchmark, stateapi_benchmark, writers_benchmark
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="fleet sizes of the fleet part, e.g. 1000,10000,100000 (100 topics each from 1,001 to "
                          "10,000 brokers, else 10); sizes not given keep the last run's figures")
     ap.add_argument("--render", action="store_true",
-                    help="run nothing: write BENCHMARKS.md and docs/scaling.md again from the last run's figures")
+                    help="run nothing: write BENCHMARKS.md and the pages' generated blocks again from the last run's figures")
     args = ap.parse_args(args_list)
     # A bench stopped by SIGTERM still leaves through the `with System()` blocks, which stop
     # the launcher it started (killed without them, the launcher kept its children running).
@@ -62,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         newest = max(part["time"] for part in rep.parts.values())
         units.update_doc(SCALING, rep.raw, f"run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(newest))}")
         headline.update(README, rep.raw)
-        print(f"wrote {args.output}, the figures of {SCALING.relative_to(ROOT)} and README's", flush=True)
+        missing = page_figures.update(ROOT, rep.raw)
+        if missing:
+            raise SystemExit(f"bench: the pages lack the blocks {', '.join(missing)} (bench/page_figures.py)")
+        print(f"wrote {args.output}, the figures of {SCALING.relative_to(ROOT)}, README's and the pages'", flush=True)
         return 0
     for tool, package in (("wrk", "wrk"), ("etcd", "etcd-server"), ("etcdctl", "etcd-client")):
         load.require(tool, package)
@@ -99,7 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"bench: {SCALING} lacks the {units.BEGIN} … {units.END} block")
     if not headline.update(README, rep.raw):
         raise SystemExit(f"bench: {README} lacks the {headline.BEGIN} … {headline.END} block")
-    print(f"wrote the figures of {SCALING.relative_to(ROOT)} and README's", flush=True)
+    missing = page_figures.update(ROOT, rep.raw)
+    if missing:
+        raise SystemExit(f"bench: the pages lack the blocks {', '.join(missing)} (bench/page_figures.py)")
+    print(f"wrote the figures of {SCALING.relative_to(ROOT)}, README's and the pages'", flush=True)
     return 0
 
 
