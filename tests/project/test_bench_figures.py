@@ -1,6 +1,7 @@
 """Pages quote the bench's figures only through blocks the bench writes (README's headline,
-docs/scaling.md's per-unit costs), and each block is what the last run's figures
-(bench/last-run.json) render today: a re-run that moves a figure, or a hand edit, shows here."""
+docs/scaling.md's per-unit costs here; sizing's and the scan of every page in
+test_page_figures.py), and each block is what the last run's figures (bench/last-run.json)
+render today: a re-run that moves a figure, or a hand edit, shows here."""
 
 from __future__ import annotations
 
