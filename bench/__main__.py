@@ -9,6 +9,7 @@ a warehouse written by the real sink; the state step's cost across a scale sweep
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import time
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         rep = Report(args.quick)
         rep.load_previous()
         _fleet_from_saved(rep)
-        args.output.write_text(rep.markdown(["--quick"] * args.quick))
+        args.output.write_text(_machine_kept(rep.markdown(["--quick"] * args.quick), args.output))
         site_copy.write(args.output, ROOT / "docs")
         newest = max(part["time"] for part in rep.parts.values())
         units.update_doc(SCALING, rep.raw, f"run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(newest))}")
@@ -107,6 +108,14 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"bench: the pages lack the blocks {', '.join(missing)} (bench/page_figures.py)")
     print(f"wrote the figures of {SCALING.relative_to(ROOT)}, README's and the pages'", flush=True)
     return 0
+
+
+def _machine_kept(markdown: str, output: Path) -> str:
+    """--render runs nothing, so the machine the figures were measured on is the one the file
+    already names (its "## Machine" section), not the one rendering it."""
+    section = re.compile(r"(## Machine\n\n)(.*?)(\n\n)", re.S)
+    before = section.search(output.read_text()) if output.exists() else None
+    return section.sub(lambda m: m.group(1) + before.group(2) + m.group(3), markdown, count=1) if before else markdown
 
 
 def _fleet_from_saved(rep: Report) -> None:
