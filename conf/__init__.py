@@ -349,8 +349,14 @@ def _shown(f: dataclasses.Field[Any]) -> str:
 def settings_table() -> str:
     """docs/configuration.md's table (markdown), generated from the declarations."""
     lines = ["| variable | default | meaning |", "|---|---|---|"]
-    lines += [f"| `{f.metadata['env']}` | {_shown(f)} | {f.metadata['doc']} |" for f in SETTINGS]
+    lines += [f"| `{f.metadata['env']}` | {_shown(f)} | {_linked(f.metadata['doc'])} |" for f in SETTINGS]
     return "\n".join(lines)
+
+
+def _linked(doc: str) -> str:
+    """A declaration's `docs/<page>.md` mentions as links on the page, which sits in docs/ (the
+    declarations also serve `--print-config` and logs, where a path reads better than a link)."""
+    return re.sub(r"(?<![\w/.\[-])(?<!\]\()docs/([\w-]+)\.md(?![\w/-])", r"[\1](\1.md)", doc)
 
 
 def describe(cfg: Config) -> dict[str, str]:

@@ -7,7 +7,6 @@ as `cat docs/x.md`) are left alone."""
 from __future__ import annotations
 
 import re
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -28,13 +27,6 @@ CODE_SPAN = re.compile(rf"(`+)((?:{PARAGRAPH}.)+?)\1", re.S)
 # a page's file name, bare (`scaling.md`), under docs/ or relative (`./x.md`, `../x.md`)
 MENTION = re.compile(r"(?<![\w/.-])(?:\.\.?/)?(docs/)?((?:reference/)?[\w-]+\.md)(?![\w/-])")
 
-# Plain mentions in text this change could not edit, at most this many of each: docs/scaling.md
-# and docs/performance.md (another change owns them), and the configuration page's table, which
-# is conf.Config's declarations verbatim (conf.settings_table; tests/project/test_layout.py).
-# Link them at their source and take them out of here; a new plain mention anywhere fails.
-NOT_YET: dict[str, Counter[str]] = {
-    "docs/configuration.md": Counter({"docs/deploy.md": 2, "docs/operations.md": 1, "docs/reliability.md": 1}),
-}
 
 
 def plain_mentions(text: str) -> list[tuple[int, str]]:
@@ -70,10 +62,7 @@ def test_no_page_is_named_in_plain_text():
     over = []
     for path in _pages():
         name = path.relative_to(ROOT).as_posix()
-        mentions = plain_mentions(path.read_text())
-        allowed = NOT_YET.get(name, Counter())
-        counts = Counter(m for _, m in mentions)
-        over += [f"{name}:{line}: {m}" for line, m in mentions if counts[m] > allowed[m]]
+        over += [f"{name}:{line}: {m}" for line, m in plain_mentions(path.read_text())]
     assert not over, "pages named in plain text, make each a relative link ([scaling](scaling.md); from " \
                      "README.md, docs/scaling.md):\n" + "\n".join(over)
 

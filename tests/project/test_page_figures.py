@@ -13,10 +13,6 @@ import pytest
 from bench import headline, page_figures, units
 from bench.report import LAST_RUN, ROOT
 
-# Pages this change could not touch (other work holds them), each with what it still needs; the
-# test fails once a page is clean, so that its entry goes.
-NOT_YET: dict[str, str] = {}
-
 
 def _raw() -> dict:
     return json.loads(LAST_RUN.read_text())["raw"]
@@ -45,14 +41,9 @@ def test_every_block_in_a_page_is_one_the_bench_writes():
 
 
 def test_no_page_quotes_a_figure_benchmarks_md_does_not_hold():
-    unheld = [f for f in page_figures.scan(ROOT) if f.page not in NOT_YET]
+    unheld = page_figures.scan(ROOT)
     assert not unheld, "figures not in BENCHMARKS.md (generate them, link the section, or mark a dated record):\n" \
         + "\n".join(f"  {f.page}:{f.line}: {f.text!r} ({', '.join(f.missing)} not held)" for f in unheld)
-
-
-@pytest.mark.parametrize("page", sorted(NOT_YET))
-def test_the_pages_left_for_later_still_need_it(page):
-    assert any(f.page == page for f in page_figures.scan(ROOT)), f"{page} is clean now: remove it from NOT_YET"
 
 
 def test_every_dated_record_shows_its_date():
