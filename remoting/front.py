@@ -382,12 +382,13 @@ class Front:
     def _heartbeat(self, cmd: Command) -> Reply:
         """904 and 322 (one-way or not) refresh liveness: the newest per broker is forwarded once per window."""
         try:
-            event = requests.heartbeat(cmd, _now_ms())
-            # 322's body is decoded before liveness is refreshed, as in RocketMQ
+            # 322's body is decoded before the header's names are looked up, as in RocketMQ
             asked = bodies.data_version_or_none(cmd.body) if cmd.code == codes.QUERY_DATA_VERSION else None
+            event = requests.heartbeat(cmd, _now_ms(), self.store.current)
         except (InvalidInput, bodies.BodyError) as exc:
             return error(codes.SYSTEM_ERROR, str(exc))
-        self._signals.signal(event)
+        if event is not None:  # lenient names (requests.LENIENT_SIGNALS) may find nothing to refresh
+            self._signals.signal(event)
         if cmd.code == codes.BROKER_HEARTBEAT:
             return ok()
         return replies.data_version(self.store.current, cmd.ext, asked)

@@ -94,38 +94,162 @@ def decode(frame: bytes) -> Command:
 
 
 def _decode_json(header: bytes) -> Command:
+    """A JSON header as fastjson2 reads it into RemotingCommand (5.5.0's `JSON.parseObject(bytes,
+    RemotingCommand.class)`, seen on the wire; docs/remoting.md, "Malformed requests"). What every
+    client sends takes the fast path: one `json.loads`, fields already of their types. Only a header
+    that fails it is read again, leniently (`_lenient_json`)."""
     try:
         raw = json.loads(header.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise FrameError(f"JSON header does not parse: {exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raw = _lenient_json(header)
     if not isinstance(raw, dict):
         raise FrameError("JSON header is not an object")
     ext = raw.get("extFields")
     if ext is not None and not isinstance(ext, dict):
-        raise FrameError("extFields is not an object")
-    remark = raw.get("remark")
+        if ext != "":  # fastjson2 reads an empty string as null, anything else that is not an object fails
+            raise FrameError("extFields is not an object")
+        ext = None
     language = raw.get("language", "JAVA")
+    if type(language) is not str:
+        language = _language(language)
+    if "serializeTypeCurrentRPC" in raw:
+        _serialize_type(raw["serializeTypeCurrentRPC"])
+    remark = raw.get("remark")
     return Command(code=_int(raw.get("code"), "code"), opaque=_int(raw.get("opaque"), "opaque"),
                    flag=_int(raw.get("flag"), "flag"), ext=_ext_strings(ext or {}),
-                   version=_int(raw.get("version"), "version"),
-                   language=language if isinstance(language, str) else "OTHER",
-                   remark=remark if isinstance(remark, str) else None)
+                   version=_int(raw.get("version"), "version"), language=language,
+                   remark=remark if remark is None or isinstance(remark, str) else _ext_strings({"r": remark}).get("r"))
+
+
+# fastjson2's whitespace (JSONReader.SPACE, and NUL, which its UTF-8 reader skips as well), and its comments
+_JSON_SPACE = r"(?:[\x00\x08\t\n\x0c\r ]|/\*.*?\*/|//[^\n]*(?:\n|\Z))*"
+_LEADING = re.compile(_JSON_SPACE, re.S)
+# what fastjson2 lets follow the object: space, at most one comma, and anything after its end-of-input
+# character (EOI, 0x1A); anything else is "input not end" and the frame fails
+_TRAILING = re.compile(_JSON_SPACE + "(?:," + _JSON_SPACE + ")?(?:\x1a.*)?", re.S)
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+_RAW_DECODE = json.JSONDecoder().raw_decode
+
+
+def _lenient_json(header: bytes) -> Any:
+    """A header `json.loads` refused, as fastjson2 reads it: the object may be preceded and followed
+    by its whitespace and comments, and followed by one comma or by bytes after an EOI character
+    (`{"code":206,...}\x00` and `{...},` are answered by RocketMQ; `{...}x` closes the connection);
+    the object itself must be UTF-8."""
+    text = _fastjson_utf8(header)
+    start = _LEADING.match(text).end()  # type: ignore[union-attr]  # matches the empty string at least
+    try:
+        raw, end = _RAW_DECODE(text, start)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise FrameError(f"JSON header does not parse: {exc}") from None
+    if _NOT_UTF8.search(text, start, end):
+        raise FrameError("JSON header is not UTF-8")
+    if not _TRAILING.fullmatch(text, end):
+        raise FrameError(f"JSON header has bytes after its value: {text[end:end + 20]!r}")
+    return raw
+
+
+_HIGH = re.compile(rb"[\x80-\xff]")
+
+
+def _fastjson_utf8(header: bytes) -> str:
+    """The header as fastjson2's UTF-8 reader sees it: a lead byte takes as many bytes after it as it
+    announces, whatever they are, and a sequence that is not UTF-8 reads as U+FFFD (Java's decoder);
+    a quote taken that way is part of the string. A byte that cannot lead (0x80-0xBF, 0xF8-0xFF), or a
+    sequence cut by the header's end, becomes a lone surrogate: an error where the object holds it."""
+    out: list[str] = []
+    pos, end = 0, len(header)
+    while (m := _HIGH.search(header, pos)) is not None:
+        i = m.start()
+        out.append(header[pos:i].decode("ascii"))
+        lead = header[i]
+        more = 1 if 0xC0 <= lead < 0xE0 else 2 if 0xE0 <= lead < 0xF0 else 3 if 0xF0 <= lead < 0xF8 else -1
+        if more < 0 or i + 1 + more > end:
+            out.append(chr(0xDC00 + lead))
+            pos = i + 1
+            continue
+        group = header[i:i + 1 + more].decode("utf-8", "replace")
+        out.append(group.replace("\\", "\\\\").replace('"', '\\"'))
+        pos = i + 1 + more
+    out.append(header[pos:].decode("ascii"))
+    return "".join(out)
+
+
+# text fastjson2 reads as a number into an int field: a number, then at most one other character
+_NUMBER_TEXT = re.compile(r"([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?).?", re.S)
+_INT_MIN, _INT_MAX = -2**31, 2**31 - 1
 
 
 def _int(value: Any, name: str) -> int:
-    """An int field of RemotingCommand as fastjson reads it: absent is 0 (Java's default), a
-    fraction is cut (322.5 is 322), decimal text is its number; anything else fails the frame."""
-    if type(value) is int and -2**31 <= value < 2**31:  # what every client sends
+    """An int field of RemotingCommand as fastjson2 reads it: absent or null is 0 (Java's default),
+    a fraction is cut and clamped to int's range (322.5 is 322, 1e300 is 2147483647), an integer
+    beyond int's range fails, `true` is 1, an object is skipped (0), a one-element array is its
+    number, text is the number it starts with ("" is 0); anything else fails the frame."""
+    if type(value) is int and _INT_MIN <= value <= _INT_MAX:  # what every client sends
         return value
-    if value is None:
-        return 0
-    if isinstance(value, bool):  # fastjson2 reads true as 1
-        return int(value)
-    if (isinstance(value, float) and math.isfinite(value)) or (isinstance(value, str) and _DECIMAL.fullmatch(value)):
-        value = int(value)
-    if not isinstance(value, int) or not -2**31 <= value < 2**31:
+    out = _java_int(value)
+    if out is None:
         raise FrameError(f"header field {name} must be a 32-bit integer, not {value!r}"[:200])
-    return value
+    return out
+
+
+def _java_int(value: Any) -> int | None:
+    if value is None or isinstance(value, dict):
+        return 0
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value if _INT_MIN <= value <= _INT_MAX else None
+    if isinstance(value, float):
+        return max(_INT_MIN, min(_INT_MAX, int(value))) if math.isfinite(value) else None
+    if isinstance(value, str):
+        return _java_int_of_text(value)
+    if isinstance(value, list) and len(value) == 1:
+        return _java_int_of_element(value[0])
+    return None
+
+
+def _java_int_of_text(value: str) -> int | None:
+    if value == "":
+        return 0
+    m = _NUMBER_TEXT.fullmatch(value)
+    if m is None:
+        return None
+    number = m.group(1)
+    return _java_int(int(number) if _DECIMAL.fullmatch(number.lstrip("+")) else float(number))
+
+
+def _java_int_of_element(item: Any) -> int | None:
+    """A one-element array's element, read as a long and cast to int (which wraps)."""
+    if isinstance(item, float) and not isinstance(item, bool):
+        return _java_int(item)
+    if isinstance(item, str) and re.fullmatch(r"[+-]?[0-9]+", item):
+        item = int(item)
+    if type(item) is not int or not -2**63 <= item < 2**63:
+        return None
+    return (item + 2**31) % 2**32 - 2**31
+
+
+def _language(value: Any) -> str:
+    """`language` that is not text (LanguageCode, an enum): null is null (JAVA here), a number is
+    the constant of that ordinal (a fraction cut); anything else, or an ordinal out of range, fails."""
+    if value is None:
+        return "JAVA"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        ordinal = _java_int(value)
+        if ordinal is not None and 0 <= ordinal < len(LANGUAGES):
+            return LANGUAGES[ordinal]
+    raise FrameError(f"language {value!r} is not a LanguageCode"[:200])
+
+
+def _serialize_type(value: Any) -> None:
+    """`serializeTypeCurrentRPC` (SerializeType, an enum; ignored once read): text or null is
+    accepted, a number must be the ordinal 0 or 1 (a fraction cut); anything else fails."""
+    if value is None or isinstance(value, str):
+        return
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and _java_int(value) in (0, 1):
+        return
+    raise FrameError(f"serializeTypeCurrentRPC {value!r} is not a SerializeType"[:200])
 
 
 def _ext_strings(ext: dict[str, Any]) -> dict[str, str]:
@@ -198,10 +322,8 @@ def _string(buf: bytes, pos: int, width: int, end: int | None = None) -> tuple[s
         raise FrameError(f"string length {n} exceeds the header")
     if n == 0:
         return None, pos
-    try:
-        return buf[pos:pos + n].decode("utf-8"), pos + n
-    except UnicodeDecodeError:
-        raise FrameError("header string is not UTF-8") from None
+    # Netty's readCharSequence: bytes that are not UTF-8 become U+FFFD, as Java's new String(bytes, UTF_8)
+    return buf[pos:pos + n].decode("utf-8", "replace"), pos + n
 
 
 # ---------------------------------------------------------------- encoding

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from liveness import fingerprint as liveness_fingerprint
-from remoting import bodies
+from remoting import bodies, codes
 from remoting.protocol import Command
-from routeinfo import admin_fanout, route_writes
+from routeinfo import admin_fanout, route_reads, route_writes
 from routeinfo.snapshot import Snapshot
 from schemas import events as ev
 from schemas import fields
@@ -159,12 +159,42 @@ def unregistration(cmd: Command, now_ms: int) -> dict[str, Any]:
         broker_id=_long(ext, "brokerId") or 0, addr=ext.get("brokerAddr") or "", timestamp=now_ms), now_ms)
 
 
-def heartbeat(cmd: Command, now_ms: int) -> dict[str, Any]:
-    """904 (clusterName, brokerAddr, brokerName; no brokerId) or 322 (with brokerId and a DataVersion body)."""
+# Strict or lenient, decided once, by what a request stores (docs/semantics.md §15.5). A request
+# that stores names (REGISTER_BROKER, UNREGISTER_BROKER, the admin writes) is strict: a name
+# RocketMQ's clients could never ask for is refused with SYSTEM_ERROR and its reason, and nothing
+# is published. A request that only looks up what is stored (the reads, and these liveness
+# signals, which refresh a live entry they find and store nothing) is lenient: a missing, empty,
+# odd or undecodable name finds nothing, as in RocketMQ, and it is answered as RocketMQ answers.
+LENIENT_SIGNALS = frozenset({codes.BROKER_HEARTBEAT, codes.QUERY_DATA_VERSION})
+_NPE = ('java.lang.NullPointerException: Cannot invoke "String.length()" because "this.{}" is null, '
+        'org.apache.rocketmq.namesrv.routeinfo.BrokerAddrInfo.hashCode(RouteInfoManager.java:1161)')  # 5.5.0's words
+
+
+def heartbeat(cmd: Command, now_ms: int, snap: Snapshot) -> dict[str, Any] | None:
+    """904 (clusterName, brokerAddr, brokerName; no brokerId) or 322 (with brokerId and a DataVersion
+    body) as the liveness signal to forward, or None: nothing to refresh. Lenient (LENIENT_SIGNALS):
+    RocketMQ refreshes the live entry of (clusterName, brokerAddr) if there is one and reads no other
+    field, so a request whose fields fail the contract refreshes the group holding that address in
+    the served cut, or nothing. Only such a request pays for the second look. Without clusterName or
+    brokerAddr RocketMQ's lookup fails (its BrokerAddrInfo hashes both): SYSTEM_ERROR with its text."""
     ext = cmd.ext
-    return validated(ev.heartbeat_event(
-        cluster=ext.get("clusterName") or "", broker_name=ext.get("brokerName") or "",
-        broker_id=_long(ext, "brokerId", required=False), addr=ext.get("brokerAddr") or "", timestamp=now_ms), now_ms)
+    cluster, addr = ext.get("clusterName"), ext.get("brokerAddr")
+    if cluster is None or addr is None:
+        raise InvalidInput(_NPE.format("clusterName" if cluster is None else "brokerAddr"))
+    try:
+        return validated(ev.heartbeat_event(cluster=cluster, broker_name=ext.get("brokerName") or "",
+                                            broker_id=_long(ext, "brokerId", required=False), addr=addr,
+                                            timestamp=now_ms), now_ms)
+    except InvalidInput:
+        pass
+    holder = route_reads.holder_of(snap, cluster, addr)
+    if holder is None:
+        return None
+    try:
+        return validated(ev.heartbeat_event(cluster=cluster, broker_name=holder[0], broker_id=None, addr=addr,
+                                            timestamp=now_ms), now_ms)
+    except InvalidInput:
+        return None
 
 
 # ---------------------------------------------------------------- admin writes (strict names)

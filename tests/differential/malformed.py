@@ -39,10 +39,11 @@ from remoting.protocol import (
     Command,
     FrameError,
     _ext_strings,
-    _rocketmq_header,
+    _java_int,
     decode,
     next_frame,
 )
+from remoting.requests import LENIENT_SIGNALS
 from tests.differential.bed import Side, Touched, Universe, differences, normalise, snapshot_of
 
 # ------------------------------------------------------------------ deliberate differences
@@ -117,34 +118,48 @@ class Request:
     raw_header: bytes | None = None  # a JSON header replaced by these bytes
     header_fields: dict[str, Any] = field(default_factory=dict)  # JSON header fields overridden
     frame_edit: str | None = None  # "truncate", "header-beyond", "negative", "huge", "tiny"
+    header_tail: bytes = b""  # bytes after the JSON header's object, inside its header length
 
     @property
     def expects_answer(self) -> bool:
-        flag = self.header_fields.get("flag", self.flag)
-        return isinstance(flag, int) and not flag & (ONEWAY_FLAG | RESPONSE_FLAG)
+        flag = _java_int(self.header_fields.get("flag", self.flag))  # as fastjson2 reads it, None: not at all
+        return flag is not None and not flag & (ONEWAY_FLAG | RESPONSE_FLAG)
+
+
+NOT_UTF8 = b"\xff"  # in an ext value (bytes): a byte that is not UTF-8, which Java decodes as U+FFFD
+
+
+def server_reads(ext: dict[str, Any]) -> dict[str, str]:
+    """extFields as the server reads them: bytes decoded as Java's new String(bytes, UTF_8) does,
+    other values converted as fastjson2 converts them."""
+    return _ext_strings({k: v.decode("utf-8", "replace") if isinstance(v, bytes) else v for k, v in ext.items()})
+
+
+def _raw(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode("utf-8")
+
+
+def _rocketmq_header(code: int, version: int, opaque: int, flag: int, ext: dict[str, Any]) -> bytes:
+    """RocketMQSerializable's layout (protocol._rocketmq_header), with values given as bytes kept
+    byte for byte."""
+    entries = b"".join(struct.pack(">h", len(_raw(k))) + _raw(k) + struct.pack(">i", len(_raw(v))) + _raw(v)
+                       for k, v in ext.items())
+    return struct.pack(">hbhiii", code, 0, version, opaque, flag, 0) + struct.pack(">i", len(entries)) + entries
 
 
 def frame(req: Request, opaque: int, keys: tuple[str, str]) -> bytes:
     """The request's bytes, signed with `keys` where its extFields decode to strings."""
     ext = req.header_fields.get("extFields", req.ext)
     if isinstance(ext, dict):  # signed over the values as the server reads them (numbers as their text)
-        signed = acl.sign(_ext_strings(ext), req.body, *keys)
+        signed = acl.sign(server_reads(ext), req.body, *keys)
         ext = {**ext, acl.ACCESS_KEY: signed[acl.ACCESS_KEY], acl.SIGNATURE: signed[acl.SIGNATURE]}
     if req.serialize_type == ROCKETMQ:
-        header = _rocketmq_header(req.code, 0, req.version, opaque, req.flag, None,
-                                  {str(k): str(v) for k, v in (ext or {}).items()})
+        header = _rocketmq_header(req.code, req.version, opaque, req.flag, ext or {})
         stype = ROCKETMQ
     elif req.raw_header is not None:
         header, stype = req.raw_header, JSON
     else:
-        h: dict[str, Any] = {"code": req.code}
-        if ext is not None:
-            h["extFields"] = ext
-        h.update(flag=req.flag, language="JAVA", opaque=opaque, serializeTypeCurrentRPC="JSON", version=req.version)
-        h.update(req.header_fields)
-        if "extFields" in req.header_fields:
-            h["extFields"] = ext
-        header, stype = json.dumps(h, separators=(",", ":")).encode("utf-8"), req.serialize_type
+        header, stype = _json_header(req, ext, opaque), req.serialize_type
     body = req.body
     out = struct.pack(">iI", 4 + len(header) + len(body), ((stype & 0xFF) << 24) | len(header)) + header + body
     if req.frame_edit == "truncate":
@@ -159,6 +174,28 @@ def frame(req: Request, opaque: int, keys: tuple[str, str]) -> bytes:
     if req.frame_edit == "tiny":
         return struct.pack(">i", 2) + out[4:]
     return out
+
+
+def _json_header(req: Request, ext: Any, opaque: int) -> bytes:
+    """The request's JSON header: Java's field order, the request's overrides, ext values given as
+    bytes (not UTF-8) written as they are, and the request's tail after the object."""
+    h: dict[str, Any] = {"code": req.code}
+    if ext is not None:
+        h["extFields"] = ext
+    h.update(flag=req.flag, language="JAVA", opaque=opaque, serializeTypeCurrentRPC="JSON", version=req.version)
+    h.update(req.header_fields)
+    if "extFields" in req.header_fields:
+        h["extFields"] = ext
+    raw: dict[str, bytes] = {}  # bytes values (not UTF-8) go in as they are, in place of a placeholder
+    if isinstance(h.get("extFields"), dict):
+        for i, (k, v) in enumerate(list(h["extFields"].items())):
+            if isinstance(v, bytes):
+                raw[f"@raw{i}@"] = v
+                h["extFields"] = {**h["extFields"], k: f"@raw{i}@"}
+    header = json.dumps(h, separators=(",", ":")).encode("utf-8")
+    for placeholder, value in raw.items():
+        header = header.replace(placeholder.encode(), value)
+    return header + req.header_tail
 
 
 # the base request of every code we answer, within the example's names
@@ -293,11 +330,89 @@ def _simple(draw: st.DrawFn, d: Draft) -> Draft:
     return family, code, ext, body, kw
 
 
+# What fastjson2 lets follow a JSON header's object (RocketMQ answers): its whitespace (NUL, \b, \t, \n, \f,
+# \r, space), comments, one comma, anything after its end-of-input character 0x1A; and what it does not
+# (RocketMQ closes the connection, "input not end"): other characters, a second value, a second comma.
+_TAILS = (b"\x00", b" ", b"\n", b"\x0c", b"\x00\x00", b",", b", ", b"/*c*/", b"//c", b"\x1a", b"\x1axyz",
+          b"x", b"}", b"]", b"{}", b",,", b", x", b"\x00x", b"\x0b", b"\x01", b"\xff", b"/", b"/*c*/x")
+
+
+def _tail(draw: st.DrawFn, d: Draft) -> Draft:
+    _, code, ext, body, kw = d
+    kw["header_tail"] = draw(st.sampled_from(_TAILS))
+    return "header-tail", code, ext, body, kw
+
+
+HEADER_FIELDS = ("code", "opaque", "flag", "language", "version", "serializeTypeCurrentRPC", "remark", "extFields")
+# every JSON type, with the values fastjson2 reads differently: empty and blank text, text that is a
+# number or starts with one, objects, arrays of one number, one text, none and two, null, booleans,
+# fractions (cut), integers beyond int (fail), fractions beyond int (clamped)
+_TYPED = {"empty-text": "", "blank-text": " ", "text": "abc", "number-text": "12", "fraction-text": "1.5",
+          "number-then-char": "12x", "object": {}, "object-with-key": {"a": 1}, "empty-array": [],
+          "number-array": [1], "text-array": ["a"], "null-array": [None], "two-array": [1, 2], "null": None,
+          "true": True, "false": False, "fraction": 1.5, "negative": -1, "zero": 0, "int-overflow": 2**31,
+          "huge-fraction": 1e300, "ordinal": 13, "past-ordinal": 14, "enum-name": "JSON"}
+
+
+def _typed(draw: st.DrawFn, d: Draft) -> Draft:
+    """A header field of RemotingCommand given as another JSON type (fastjson2 converts some, fails on others)."""
+    _, code, ext, body, kw = d
+    name = draw(st.sampled_from(HEADER_FIELDS))
+    kind = draw(st.sampled_from(sorted(_TYPED)))
+    value = _TYPED[kind]
+    if name == "code" and kind in ("number-text", "number-array", "fraction"):  # the request's own code, typed
+        value = {"number-text": str(code), "number-array": [code], "fraction": code + 0.5}[kind]
+    if name == "extFields" and kind in ("object", "object-with-key"):
+        value = {**(ext or {}), **value}  # the request's fields, with one more
+    kw["header_fields"] = {name: value}
+    return f"header-typed-{name}", code, ext, body, kw
+
+
+# the requests that store nothing (lookups, and liveness signals that refresh an entry they find) and the
+# names they look up; remoting.requests.LENIENT_SIGNALS names the signals, the reads have no validator to be lenient in
+LOOKUP_NAMES = {codes.BROKER_HEARTBEAT: ("clusterName", "brokerAddr", "brokerName"),
+                codes.QUERY_DATA_VERSION: ("clusterName", "brokerAddr", "brokerName", "brokerId"),
+                codes.GET_ROUTEINFO_BY_TOPIC: ("topic",), codes.GET_KV_CONFIG: ("namespace", "key"),
+                codes.GET_KVLIST_BY_NAMESPACE: ("namespace",), codes.GET_TOPICS_BY_CLUSTER: ("cluster",),
+                codes.GET_BROKER_MEMBER_GROUP: ("clusterName", "brokerName")}
+_ODD_NAMES = {"missing": None, "empty": "", "blank": " ", "object": {"a": 1}, "array": ["a", "b"], "number": 7,
+              "null": None, "not-utf8": NOT_UTF8, "not-utf8-inside": b"ab\xc3(cd", "replacement-char": "\ufffd",
+              "other-group": "-other"}
+
+
+def _lookup(draw: st.DrawFn, d: Draft) -> Draft:
+    """One name of a request that stores nothing, missing, empty, of another JSON type or not UTF-8
+    (in the ROCKETMQ encoding, which Netty decodes with U+FFFD, or in JSON, where fastjson2 reads a
+    lead byte with the bytes it announces and fails on a byte that cannot lead)."""
+    _, code, ext, body, kw = d
+    code = draw(st.sampled_from(sorted(LOOKUP_NAMES)))
+    ext, body = base(Universe(kw["n"], (0, 0, 0)), code)
+    ext = dict(ext or {})
+    name = draw(st.sampled_from(LOOKUP_NAMES[code]))
+    kind = draw(st.sampled_from(sorted(_ODD_NAMES)))
+    value = _ODD_NAMES[kind]
+    if kind == "missing":
+        ext.pop(name, None)
+    elif kind == "other-group":  # a valid name that does not hold the address: nothing to refresh either
+        ext[name] = ext[name] + value
+    else:
+        ext[name] = value
+    if isinstance(value, bytes) or (kind not in ("object", "array", "number", "null")
+                                    and draw(st.booleans())):
+        kw["serialize_type"] = draw(st.sampled_from([ROCKETMQ, ROCKETMQ, JSON]))
+    if kw.get("serialize_type") == ROCKETMQ and not all(isinstance(v, (str, bytes)) for v in ext.values()):
+        kw.pop("serialize_type")
+    if code in (codes.BROKER_HEARTBEAT, codes.QUERY_DATA_VERSION) and draw(st.integers(0, 3)) == 0:
+        kw["flag"] = ONEWAY_FLAG  # as 5.x brokers send them (nothing to compare but the connection)
+    return f"lookup-{kind}", code, ext, body, kw
+
+
 _MUTATIONS = {"missing-field": _fields, "empty-field": _fields, "oversized-field": _fields, "odd-value": _fields,
-              "json-typed": _fields, "body": _body, "header": _header}
+              "json-typed": _fields, "body": _body, "header": _header, "header-tail": _tail,
+              "header-typed": _typed, "lookup": _lookup}
 FAMILIES = ("well-formed", "well-formed", "one-way", "rocketmq-binary", "missing-field", "extra-field", "empty-field",
             "oversized-field", "odd-value", "json-typed", "body", "body", "version", "unknown-code", "flag",
-            "serialize-type", "header", "frame")
+            "serialize-type", "header", "frame", "header-tail", "header-typed", "header-typed", "lookup", "lookup")
 
 
 @st.composite
@@ -417,7 +532,7 @@ _NAME_FIELDS = ("namespace", "key", "topic", "brokerName", "clusterName", "clust
 
 
 def _names(req: Request) -> set[str]:
-    return {v for k, v in _ext_strings(req.ext).items() if k in _NAME_FIELDS} if isinstance(req.ext, dict) else set()
+    return {v for k, v in server_reads(req.ext).items() if k in _NAME_FIELDS} if isinstance(req.ext, dict) else set()
 
 
 def allowed(req: Request, java: Seen, ours: Seen, state_diff: dict[str, Any], tally: Tally) -> str | None:
@@ -432,7 +547,7 @@ def allowed(req: Request, java: Seen, ours: Seen, state_diff: dict[str, Any], ta
         return None
     remark = ours.remark or ""
     if ours.code == codes.NO_PERMISSION and remark.startswith("this request must be signed") \
-            and req.header_fields.get("extFields", {}) is None:
+            and req.header_fields.get("extFields", {}) in (None, ""):  # fastjson2 reads "" as null
         return "unsigned-admin-write"
     if req.code == codes.UPDATE_NAMESRV_CONFIG and ours.code == codes.NO_PERMISSION \
             and remark.startswith("Can not update config ") and not state_diff:
@@ -444,6 +559,8 @@ def allowed(req: Request, java: Seen, ours: Seen, state_diff: dict[str, Any], ta
         return None
     if remark == "value is null" and req.code == codes.PUT_KV_CONFIG:
         return "kv-null-value"
+    if req.code in LENIENT_SIGNALS:  # they store nothing: never strict (docs/semantics.md §15.5)
+        return None
     if _STRICT_NUMBER.search(remark):
         return "strict-numbers"
     if _STRICT_NAME.search(remark):
@@ -486,7 +603,7 @@ def compare(java_addr: str, ours_addr: str, req: Request, u: Universe, keys: tup
         return None
     return (f"{req.family}: code {req.code} ext {_short(req.ext)} body {req.body[:80]!r} flag {req.flag} "
             f"serialize {req.serialize_type} version {req.version} header {req.header_fields or req.raw_header!r} "
-            f"frame {req.frame_edit}\n  RocketMQ: {_seen(seen_j)}\n  ours:     {_seen(seen_o)}"
+            f"frame {req.frame_edit} tail {req.header_tail!r}\n  RocketMQ: {_seen(seen_j)}\n  ours:     {_seen(seen_o)}"
             + (f"\n  state: {state}" if state else "") + (f"\n  answer: {answer_diff}" if answer_diff else ""))
 
 
@@ -505,7 +622,7 @@ def undo(java: Side, req: Request, ours: Seen) -> None:
     Registrations need nothing: the closed connection unregisters them on both sides."""
     if ours.code == codes.SUCCESS or not isinstance(req.ext, dict):
         return
-    ext = {k: v for k, v in _ext_strings(req.ext).items() if k in ("namespace", "key", "topic")}
+    ext = {k: v for k, v in server_reads(req.ext).items() if k in ("namespace", "key", "topic")}
     if req.code == codes.PUT_KV_CONFIG:
         java.admin.call(codes.DELETE_KV_CONFIG, ext)
     elif req.code == codes.REGISTER_TOPIC_IN_NAMESRV:

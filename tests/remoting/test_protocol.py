@@ -150,3 +150,90 @@ def test_remoting_settings_are_checked_by_variable():
     assert "NAMESRV_REMOTING_BROKER_NETWORKS" in (configuration_problem(bad) or "")
     half = load_config({"NAMESRV_REMOTING_ACCESS_KEY": "ak"})
     assert "set together" in (configuration_problem(half) or "")
+
+
+def _header(raw: bytes):
+    return decode(struct.pack(">I", len(raw)) + raw)
+
+
+_CORE = b'{"code":206,"flag":0,"language":"JAVA","opaque":7,"serializeTypeCurrentRPC":"JSON","version":479}'
+
+
+@pytest.mark.parametrize("tail, answered", [
+    (b"\x00", True), (b" ", True), (b"\x0c", True), (b"\x00\x00", True), (b",", True), (b", ", True),
+    (b"/*c*/", True), (b"//c", True), (b"\x1a", True), (b"\x1axyz\xff", True),
+    (b"x", False), (b"}", False), (b"{}", False), (b",,", False), (b", x", False), (b"\x00x", False),
+    (b"\x0b", False), (b"\xff", False), (b"/", False), (b"/*c*/x", False),
+])
+def test_bytes_after_the_header_object_as_fastjson2_reads_them(tail, answered):
+    """Seen from 5.5.0's NameServer: fastjson2 skips its whitespace (NUL included) and comments, one
+    comma, and anything after its end-of-input character 0x1A; anything else is "input not end"."""
+    if answered:
+        cmd = _header(_CORE + tail)
+        assert (cmd.code, cmd.opaque, cmd.version) == (206, 7, 479)
+    else:
+        with pytest.raises(FrameError, match=r"after its value|not UTF-8"):
+            _header(_CORE + tail)
+    assert _header(b"\x00 " + _CORE).code == 206  # and before it
+
+
+@pytest.mark.parametrize("value, expected", [
+    ('""', 0), ("{}", 0), ('{"a":1}', 0), ("null", 0), ("true", 1), ("false", 0), ("1.5", 1), ("-1.5", -1),
+    ("1e300", 2**31 - 1), ("-3e9", -2**31), ('"12"', 12), ('"12x"', 12), ('"1.5"', 1), ('"1e2"', 100),
+    ('"+5"', 5), ('"1e10"', 2**31 - 1), ("[1]", 1), ('["206"]', 206), ("[1.5]", 1), ("[2147483648]", -2**31),
+    ('" "', None), ('"abc"', None), ('" 12"', None), ('"12  "', None), ('"0x10"', None), ('"2147483648"', None),
+    ("2147483648", None), ("[]", None), ('["a"]', None), ("[1,2]", None), ("[null]", None), ("[true]", None),
+    ("[{}]", None), ('["1.5"]', None),
+])
+def test_int_header_fields_of_every_json_type_as_fastjson2_converts_them(value, expected):
+    """code, opaque, flag and version (5.5.0's RemotingCommand, read by fastjson2, seen with its jar)."""
+    for name in ("code", "opaque", "flag", "version"):
+        raw = f'{{"{name}":{value}}}'.encode()
+        if expected is None:
+            with pytest.raises(FrameError, match=f"{name} must be a 32-bit integer"):
+                _header(raw)
+        else:
+            assert getattr(_header(raw), name) == expected
+
+
+def test_language_serialize_type_remark_and_extfields_of_other_json_types():
+    assert _header(b'{"code":1,"language":"FORTRAN"}').language == "FORTRAN"  # LanguageCode null in Java: fine
+    assert _header(b'{"code":1,"language":null}').code == 1
+    assert _header(b'{"code":1,"language":13.9}').language == "NODE_JS"  # an ordinal, cut
+    for bad in (b'["a"]', b"{}", b"true", b"14", b"-1", b"1e2"):  # RocketMQ closes: no such LanguageCode
+        with pytest.raises(FrameError, match="LanguageCode"):
+            _header(b'{"code":1,"language":' + bad + b"}")
+    for fine in (b'"XML"', b'""', b"null", b"1", b"0.5"):
+        assert _header(b'{"code":1,"serializeTypeCurrentRPC":' + fine + b"}").code == 1
+    for bad in (b"2", b"{}", b"[]", b"true"):
+        with pytest.raises(FrameError, match="SerializeType"):
+            _header(b'{"code":1,"serializeTypeCurrentRPC":' + bad + b"}")
+    assert _header(b'{"code":1,"remark":{"a":1}}').remark == '{"a":1}'
+    assert _header(b'{"code":1,"remark":["a"]}').remark == "a"
+    assert _header(b'{"code":1,"remark":1e300}').remark == "1.0E300"
+    assert _header(b'{"code":1,"extFields":""}').ext == {}  # fastjson2 reads "" as null
+    for bad in (b'"a"', b"1", b"true", b"[]", b'["a"]'):
+        with pytest.raises(FrameError, match="extFields"):
+            _header(b'{"code":1,"extFields":' + bad + b"}")
+
+
+@pytest.mark.parametrize("raw, expected", [
+    (b"\xc3(", "\ufffd("), (b"ab\xc3(cd", "ab\ufffd(cd"), (b"\xe2((", "\ufffd(("), (b"\xc0\x80", "\ufffd\ufffd"),
+    (b"\xc3\xa9", "\u00e9"), (b"\xff", None), (b"\x80", None), (b"a\x80b", None), (b"x\xc3", None),
+])
+def test_json_header_strings_that_are_not_utf8_as_fastjson2_reads_them(raw, expected):
+    """A lead byte takes the bytes it announces and a sequence that is not UTF-8 is U+FFFD; a byte that
+    cannot lead fails ("malformed input"), and so does a sequence that swallows the closing quote."""
+    header = b'{"code":101,"extFields":{"key":"' + raw + b'"},"remark":"' + raw + b'"}'
+    if expected is None:
+        with pytest.raises(FrameError):
+            _header(header)
+    else:
+        cmd = _header(header)
+        assert cmd.ext == {"key": expected} and cmd.remark == expected
+
+
+def test_rocketmq_header_strings_that_are_not_utf8_read_as_replacement_characters():
+    frame = encode_request(904, 3, ext={"brokerAddr": "AB"}, serialize_type=ROCKETMQ)
+    cmd = decode(frame[4:].replace(b"AB", b"A\xff"))  # Netty's readCharSequence: U+FFFD, as new String(b, UTF_8)
+    assert cmd.ext == {"brokerAddr": "A\ufffd"}
