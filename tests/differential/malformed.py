@@ -59,8 +59,8 @@ ALLOWED: dict[str, str] = {
         "SYSTEM_ERROR naming the field, and nothing is stored (docs/semantics.md §15.5)"),
     "unsigned-admin-write": (
         "admin writes must be signed here (NAMESRV_REMOTING_ACCESS_KEY); a request whose extFields are not an "
-        "object (null) carries no signature, so it is refused with NO_PERMISSION and changes nothing, where "
-        "RocketMQ without its ACL plugin runs it"),
+        "object (null, or \"\", which fastjson2 reads as null) carries no signature, so it is refused with "
+        "NO_PERMISSION and changes nothing, where RocketMQ without its ACL plugin runs it"),
     "kv-null-value": (
         "PUT_KV_CONFIG without a value: RocketMQ stores a null that no GET_KV_CONFIG returns but that keeps the "
         "namespace listed (empty); it is refused here with SYSTEM_ERROR `value is null` and nothing is stored"),
