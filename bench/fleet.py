@@ -122,16 +122,18 @@ def measure_side(addr: str, brokers: int, topics: int, seconds: float,
             else:
                 time.sleep(SETTLE_S)
             sent, skipped, info = fleet.sent, fleet.stats.skipped, fleet.stats.cluster_info_answered
+            busy = fleet.stats.signals_refused_busy
             lookups = fleet.lookup_mark()
             phase = _phase_cost(pids, roles, seconds)
             phase["signals_per_s"] = (fleet.sent - sent) / seconds
             phase["skipped"] = fleet.stats.skipped - skipped
+            phase["refused_busy_per_s"] = (fleet.stats.signals_refused_busy - busy) / seconds
             phase["lookups"] = fleet.lookup_summary(lookups)
             if cluster_info:
                 phase["cluster_info_per_s"] = (fleet.stats.cluster_info_answered - info) / seconds
             out[name] = phase
             print(f"   {brokers} brokers, {name}: {phase}", flush=True)
-        out["refused"] = len(fleet.failures)
+        out["refused"] = fleet.stats.failed
         out["failures"] = fleet.failures[:5]
     finally:
         fleet.close()
@@ -159,14 +161,19 @@ def not_held(fleet: broker_fleet.BrokerFleet, brokers: int, seconds: float, pids
         except Exception as exc:  # a side too busy to page its groups: said, not fatal to the row
             out["served_brokers_error"] = f"{type(exc).__name__}: {exc}"
     sent, answered, lookups = fleet.sent, fleet.wave_answered, fleet.lookup_mark()
+    taken, busy = fleet.stats.answered, fleet.stats.signals_refused_busy
     phase = _phase_cost(pids, roles, seconds)
     phase["signals_per_s"] = (fleet.sent - sent) / seconds
+    # sent is what the fleet offered; a side refusing them SYSTEM_BUSY (flow control) took only
+    # the answered ones
+    phase["signals_answered_per_s"] = (fleet.stats.answered - taken) / seconds
+    phase["refused_busy_per_s"] = (fleet.stats.signals_refused_busy - busy) / seconds
     phase["wave_answered_per_s"] = (fleet.wave_answered - answered) / seconds
     phase["skipped"] = fleet.stats.skipped
     phase["lookups"] = fleet.lookup_summary(lookups)
     out["register"] = phase
     out["wave_answered_end"] = fleet.wave_answered
-    out["refused"] = len(fleet.failures)
+    out["refused"] = fleet.stats.failed
     out["failures"] = fleet.failures[:5]
     print(f"   {brokers} brokers, not held after {budget_s:.0f} s: {fleet.wave_answered:,} first registrations "
           f"answered; {phase}", flush=True)
@@ -206,6 +213,11 @@ def plot(results: dict[str, dict[int, dict[str, Any]]], path: Path) -> None:
     plt.close(fig)
 
 
+def taken_per_s(phase: dict[str, Any]) -> float:
+    """Liveness signals a second the side took: those sent less those it refused SYSTEM_BUSY."""
+    return float(phase["signals_per_s"]) - float(phase.get("refused_busy_per_s", 0.0))
+
+
 def per_signal_ms(phase: dict[str, Any]) -> float:
-    """CPU (all the side's processes) per liveness signal sent, ms: 10 × %core ÷ signals/s."""
-    return 10 * float(phase["cpu_pct"]) / max(float(phase["signals_per_s"]), 1e-9)
+    """CPU (all the side's processes) per liveness signal taken, ms: 10 × %core ÷ signals/s."""
+    return 10 * float(phase["cpu_pct"]) / max(taken_per_s(phase), 1e-9)
