@@ -189,12 +189,23 @@ def plot(results: dict[str, dict[int, dict[str, Any]]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     styles = {"ours": "-", "rocketmq": "--"}
     for side, by_size in results.items():
+        label = "ours" if side == "ours" else "RocketMQ 5.3.3"
         for name, _, _ in PHASES:
-            sizes = sorted(n for n in by_size if name in by_size[n])
-            ys = [per_signal_ms(by_size[n][name]) for n in sizes]
-            if sizes:
-                ax.plot(sizes, ys, styles[side], marker="o",
-                        label=f"{'ours' if side == 'ours' else 'RocketMQ 5.3.3'}: {name}")
+            points = [(n, per_signal_ms(by_size[n][name])) for n in sorted(by_size) if name in by_size[n]]
+            drawn = [(n, y) for n, y in points if y is not None]
+            if drawn:
+                line, = ax.plot([n for n, _ in drawn], [y for _, y in drawn], styles[side], marker="o",
+                                label=f"{label}: {name}")
+                # a size not held (bench/fleet.not_held): what it took, a floor, drawn hollow
+                held_not = [(n, y) for n, y in drawn if by_size[n].get("held") is False]
+                if held_not:
+                    ax.plot([n for n, _ in held_not], [y for _, y in held_not], "o", markersize=10,
+                            markerfacecolor="white", markeredgecolor=line.get_color())
+            for n, y in points:
+                if y is None:  # took no signal at all in the window: no cost per signal to draw
+                    ax.annotate(f"{label} at {n:,}: not held,\nno signal taken ({by_size[n][name]['cpu_pct']:.0f} % "
+                                "of a core)", xy=(n, 1.0), xycoords=("data", "axes fraction"), xytext=(-8, -14),
+                                textcoords="offset points", ha="right", va="top", fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
     plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
@@ -204,7 +215,7 @@ def plot(results: dict[str, dict[int, dict[str, Any]]], path: Path) -> None:
         axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("brokers (each alive every 30 s)")
     ax.set_ylabel("CPU per liveness signal, ms (all processes)")
-    ax.set_title("What keeping a fleet alive costs, per signal")
+    ax.set_title("What keeping a fleet alive costs, per signal (hollow: not held, a floor)", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -214,10 +225,16 @@ def plot(results: dict[str, dict[int, dict[str, Any]]], path: Path) -> None:
 
 
 def taken_per_s(phase: dict[str, Any]) -> float:
-    """Liveness signals a second the side took: those sent less those it refused SYSTEM_BUSY."""
-    return float(phase["signals_per_s"]) - float(phase.get("refused_busy_per_s", 0.0))
+    """Liveness signals a second the side took: those answered SUCCESS where counted (a side not
+    held), else those sent less those refused SYSTEM_BUSY (a refusal answered in the window may
+    be of a signal sent before it, hence the floor at 0)."""
+    if "signals_answered_per_s" in phase:
+        return float(phase["signals_answered_per_s"])
+    return max(0.0, float(phase["signals_per_s"]) - float(phase.get("refused_busy_per_s", 0.0)))
 
 
-def per_signal_ms(phase: dict[str, Any]) -> float:
-    """CPU (all the side's processes) per liveness signal taken, ms: 10 × %core ÷ signals/s."""
-    return 10 * float(phase["cpu_pct"]) / max(taken_per_s(phase), 1e-9)
+def per_signal_ms(phase: dict[str, Any]) -> float | None:
+    """CPU (all the side's processes) per liveness signal taken, ms: 10 × %core ÷ signals/s; None
+    when the side took none."""
+    taken = taken_per_s(phase)
+    return 10 * float(phase["cpu_pct"]) / taken if taken > 0 else None

@@ -25,9 +25,13 @@ NEXT = {
               "worker count sized to the fleet",
     "idle": "the embedded Kafka alone idles near 1 % (its own JVM: 'The embedded broker'); the serving "
             "processes' progress polls and the front's housekeeping timers are next",
-    "wave": "the job takes about 400 registrations/s (5,000 a batch in 12 s) while the wave offers 3,333/s, "
-            "and the front rebuilds route bodies per topic per cut (docs/scaling.md, record 22): "
-            "registrations applied in fewer, larger passes, and route bodies carried over from cut to cut",
+    "wave": "the front is the one saturated process (the remoting role above, one interpreter): its writes in "
+            "flight full of first registrations waiting for their cut, it spends its loop refusing the fleet's "
+            "re-registrations SYSTEM_BUSY and answering 3,333 lookups/s late, so it publishes first registrations "
+            "slower than the job (a quarter of a core here) could apply them. RocketMQ's NameServer does not hold "
+            "this fleet on this machine either (its row). Lookups and refusals answered by more than one front "
+            "process over one shared cut (docs/scaling.md, decision record: one copy of the cut per host), so "
+            "the process that publishes is not the one that answers",
     "lookups_106": "the front answers 106 from the cut's encoded body, but 2,000 asks/s of a 10,000-broker "
                    "body saturate one Python process: cluster-info bodies written by more than one "
                    "serving process over one shared cut (issue 36)",
@@ -115,7 +119,7 @@ def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], sec
             lines.append(f"| {n:,} × {o['topics']} | {name} | {a['cpu_pct']:.1f} / {b['cpu_pct']:.1f} | "
                          f"{a['cpu_pct'] / b['cpu_pct']:.2f} | {a['pss_mib']:.0f} / {b['pss_mib']:.0f} | "
                          f"{fleet.taken_per_s(a):.0f} / {fleet.taken_per_s(b):.0f} ({n / 30:.0f}) | "
-                         f"{fleet.per_signal_ms(a):.3f} / {fleet.per_signal_ms(b):.3f} | "
+                         f"{_ms(fleet.per_signal_ms(a))} / {_ms(fleet.per_signal_ms(b))} | "
                          f"{_lookups(a.get('lookups'))}; {_lookups(b.get('lookups'))} | {by_role(a)} |")
         busy = [f"{side} {r['refused_busy']:,}" for side, r in (("ours", o), ("RocketMQ", j)) if r.get("refused_busy")]
         busy_note = f" (refused by flow control and sent again a period later: {', '.join(busy)})" if busy else ""
@@ -134,6 +138,10 @@ def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], sec
         lines += ["", f"Measured: {when}."]
     rep.section("A default-configured fleet, side by side with RocketMQ's NameServer", lines)
     _targets(rep, results)
+
+
+def _ms(value: float | None) -> str:
+    return "– (none taken)" if value is None else f"{value:.3f}"
 
 
 def _wave(side: dict[str, Any], brokers: int, unit: str = "") -> str:
