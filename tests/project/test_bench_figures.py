@@ -5,40 +5,28 @@ render today: a re-run that moves a figure, or a hand edit, shows here."""
 
 from __future__ import annotations
 
-import json
-import re
-
 from bench import headline, units
-from bench.report import LAST_RUN, ROOT
-
-
-def _raw() -> dict:
-    return json.loads(LAST_RUN.read_text())["raw"]
-
-
-def _between(text: str, begin: str, end: str) -> str:
-    found = re.search(re.escape(begin) + r"(.*?)" + re.escape(end), text, re.S)
-    assert found, f"the {begin} ... {end} block is missing"
-    return found.group(1)
+from bench.report import ROOT
+from tests.project.figures import between, last_raw
 
 
 def test_readmes_headline_is_the_last_runs():
     readme = (ROOT / "README.md").read_text()
-    assert _between(readme, headline.BEGIN, headline.END) == _between(headline.block(_raw()), headline.BEGIN,
+    assert between(readme, headline.BEGIN, headline.END) == between(headline.block(last_raw()), headline.BEGIN,
                                                                        headline.END)
     # on the first screen: within the first 40 lines
     assert readme.index(headline.BEGIN) < len("\n".join(readme.splitlines()[:40]))
 
 
 def test_the_headline_says_cost_speed_and_where_the_numbers_are():
-    text = "\n".join(headline.lines(_raw()))
+    text = "\n".join(headline.lines(last_raw()))
     for said in ("**Cost**", "**Route lookups**", "RocketMQ", "[BENCHMARKS.md](BENCHMARKS.md)"):
         assert said in text
 
 
 def test_scalings_per_unit_block_is_the_last_runs():
-    block = _between((ROOT / "docs" / "scaling.md").read_text(), units.BEGIN, units.END)
-    for line in [*units.table(_raw()), *units.arithmetic(_raw())]:
+    block = between((ROOT / "docs" / "scaling.md").read_text(), units.BEGIN, units.END)
+    for line in [*units.table(last_raw()), *units.arithmetic(last_raw())]:
         assert line in block, f"docs/scaling.md's generated block lacks {line!r}: run ./run.sh bench --render"
 
 

@@ -5,30 +5,20 @@ bench/page_figures.py has the rule, its settings and why."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
 from bench import headline, page_figures, units
-from bench.report import LAST_RUN, ROOT
-
-
-def _raw() -> dict:
-    return json.loads(LAST_RUN.read_text())["raw"]
-
-
-def _between(text: str, begin: str, end: str) -> str:
-    found = re.search(re.escape(begin) + r"(.*?)" + re.escape(end), text, re.S)
-    assert found, f"the {begin} ... {end} block is missing"
-    return found.group(1)
+from bench.report import ROOT
+from tests.project.figures import between, last_raw
 
 
 @pytest.mark.parametrize("name", sorted(page_figures.BLOCKS))
 def test_each_generated_block_is_what_the_last_run_renders(name):
     page, _ = page_figures.BLOCKS[name]
     begin, end = page_figures.markers(name)
-    assert _between((ROOT / page).read_text(), begin, end) == _between(page_figures.block(name, _raw()), begin, end), \
+    assert between((ROOT / page).read_text(), begin, end) == between(page_figures.block(name, last_raw()), begin, end), \
         f"{page}'s block {name} differs from bench/last-run.json: run .venv/bin/python -m bench --render"
 
 
