@@ -111,9 +111,7 @@ def measure_side(addr: str, brokers: int, topics: int, seconds: float,
             versus.wait_route(reader, broker_fleet.user_topic(brokers - 1, topics - 1), present=True,
                               timeout_s=1800)
         out: dict[str, Any] = {"registered_s": time.monotonic() - fleet.started, "answered_s": fleet.register_s,
-                               "refused_busy": fleet.refused_busy, "connections": fleet.broker_conns,
-                               "client_connections": fleet.client_conns,
-                               "wave_lookups": fleet.lookup_summary()}  # the clients' lookups during the wave
+                               **_wave_record(fleet)}
         fleet.start()
         for name, mode, cluster_info in PHASES:
             fleet.mode, fleet.cluster_info = mode, cluster_info
@@ -121,14 +119,8 @@ def measure_side(addr: str, brokers: int, topics: int, seconds: float,
                 out["live_lag"] = live_lag(fleet, live, SETTLE_S)
             else:
                 time.sleep(SETTLE_S)
-            sent, skipped, info = fleet.sent, fleet.stats.skipped, fleet.stats.cluster_info_answered
-            busy = fleet.stats.signals_refused_busy
-            lookups = fleet.lookup_mark()
-            phase = _phase_cost(pids, roles, seconds)
-            phase["signals_per_s"] = (fleet.sent - sent) / seconds
-            phase["skipped"] = fleet.stats.skipped - skipped
-            phase["refused_busy_per_s"] = (fleet.stats.signals_refused_busy - busy) / seconds
-            phase["lookups"] = fleet.lookup_summary(lookups)
+            info = fleet.stats.cluster_info_answered
+            phase = _fleet_window(fleet, pids, roles, seconds)
             if cluster_info:
                 phase["cluster_info_per_s"] = (fleet.stats.cluster_info_answered - info) / seconds
             out[name] = phase
@@ -143,6 +135,26 @@ def measure_side(addr: str, brokers: int, topics: int, seconds: float,
     return out
 
 
+def _wave_record(fleet: broker_fleet.BrokerFleet) -> dict[str, Any]:
+    """What a side's first wave left, held or not: refusals, connections, the clients' lookups."""
+    return {"refused_busy": fleet.refused_busy, "connections": fleet.broker_conns,
+            "client_connections": fleet.client_conns, "wave_lookups": fleet.lookup_summary()}
+
+
+def _fleet_window(fleet: broker_fleet.BrokerFleet, pids: Callable[[], list[int]],
+                  roles: Callable[[], dict[int, str]] | None, seconds: float) -> dict[str, Any]:
+    """One measured window of the fleet as it runs: the side's cost, and the signals sent, skipped
+    and refused SYSTEM_BUSY and the clients' lookups within it."""
+    sent, skipped, busy, lookups = fleet.sent, fleet.stats.skipped, fleet.stats.signals_refused_busy, \
+        fleet.lookup_mark()
+    phase = _phase_cost(pids, roles, seconds)
+    phase["signals_per_s"] = (fleet.sent - sent) / seconds
+    phase["skipped"] = fleet.stats.skipped - skipped
+    phase["refused_busy_per_s"] = (fleet.stats.signals_refused_busy - busy) / seconds
+    phase["lookups"] = fleet.lookup_summary(lookups)
+    return phase
+
+
 def not_held(fleet: broker_fleet.BrokerFleet, brokers: int, seconds: float, pids: Callable[[], list[int]],
              roles: Callable[[], dict[int, str]] | None, live: Callable[[], dict[str, int]] | None,
              budget_s: float) -> dict[str, Any]:
@@ -152,25 +164,18 @@ def not_held(fleet: broker_fleet.BrokerFleet, brokers: int, seconds: float, pids
     signals taken fall short of the offered rate. No later phase: a side that is behind would be
     charged for its backlog in each. Saved as a row, never an exception, so the run keeps it."""
     out: dict[str, Any] = {"held": False, "wave_budget_s": budget_s, "registered_s": None, "answered_s": None,
-                           "wave_answered": fleet.wave_answered, "refused_busy": fleet.refused_busy,
-                           "connections": fleet.broker_conns, "client_connections": fleet.client_conns,
-                           "wave_lookups": fleet.lookup_summary()}
+                           "wave_answered": fleet.wave_answered, **_wave_record(fleet)}
     if live is not None:
         try:
             out["served_brokers"] = len(live())
         except Exception as exc:  # a side too busy to page its groups: said, not fatal to the row
             out["served_brokers_error"] = f"{type(exc).__name__}: {exc}"
-    sent, answered, lookups = fleet.sent, fleet.wave_answered, fleet.lookup_mark()
-    taken, busy = fleet.stats.answered, fleet.stats.signals_refused_busy
-    phase = _phase_cost(pids, roles, seconds)
-    phase["signals_per_s"] = (fleet.sent - sent) / seconds
+    answered, taken = fleet.wave_answered, fleet.stats.answered
+    phase = _fleet_window(fleet, pids, roles, seconds)
     # sent is what the fleet offered; a side refusing them SYSTEM_BUSY (flow control) took only
     # the answered ones
     phase["signals_answered_per_s"] = (fleet.stats.answered - taken) / seconds
-    phase["refused_busy_per_s"] = (fleet.stats.signals_refused_busy - busy) / seconds
     phase["wave_answered_per_s"] = (fleet.wave_answered - answered) / seconds
-    phase["skipped"] = fleet.stats.skipped
-    phase["lookups"] = fleet.lookup_summary(lookups)
     out["register"] = phase
     out["wave_answered_end"] = fleet.wave_answered
     out["refused"] = fleet.stats.failed
