@@ -1,0 +1,883 @@
+"""One file of pre-encoded answers per cut, shared by every serving process on a host (issue 36).
+
+Each serving process used to hold its own copy of the cut and encode a topic's route body on its
+first lookup in every cut; docs/scaling.md's decision record (2026-11-27) measured that and chose
+one file per cut, written once by a builder and mapped (`mmap`) read-only by every process: a
+route lookup is an open-addressing probe over the file and a `memoryview` slice of it, no Python
+object per topic in any reader. This module is that file's format, its writer (`write_cut`) and
+its reader (`CutFile`).
+
+What the file holds
+-------------------
+* Every topic of the cut's `topic_queue`, in name order (UTF-8 byte order, which is code point
+  order: `sorted(snap.topics)`), each with the number of its route body, or none when RocketMQ
+  answers TOPIC_NOT_EXIST (queue rows but no BrokerData for any of them).
+* Each distinct route body once (deduplicated by content), exactly `route_reads.route_body(snap,
+  topic)`: the TopicRouteData as `route_reads.topic_route` builds it with no zone, so the
+  acting-master rewrite (the cut's `supportActingMaster`, not for sync-member topics) and the
+  order-topic config (the cut's `orderMessageEnable` and its ORDER_TOPIC_CONFIG namespace) are
+  applied, and the zone filter is NOT: a lookup with `__ZONE_MODE`/`__ZONE_NAME` decodes the
+  file's body and applies `_zone_filter` at request time.
+* `route_reads.cluster_info_body(snap)`.
+* Per broker group (each `brokerName` of `topic_queue`, in name order), the entries of the topics
+  it holds a queue row of: the writes' checks of a group's topics, without the Arrow index.
+* The rest of the cut as JSON, from which `CutFile.rest_snapshot` builds the Snapshot minus its
+  topic_queue with `routeinfo.snapshot.build_snapshot` (no Delta, no Arrow): `{"snapshot": row,
+  "tables": {table: rows}}`, `row` the `snapshots` columns a Snapshot keeps (snapshotId,
+  commitTime, the `<table>_version` columns, sourceOffsets) or null for a cut with no row, and
+  the rows of broker_addr, cluster_addr, broker_live, filter_server, kv_config and
+  namesrv_config as the Snapshot holds them. A Snapshot does not keep everything its Delta rows
+  had, so neither does the file: filter_server rows carry no `brokerName`, namesrv_config holds
+  every runtime switch (defaults included, scope "namesrv"), and the `snapshots` row has no
+  batchId or eventCount.
+* What an incremental write needs to reuse this file's work safely (below).
+
+Layout (version 1): little-endian, fixed widths, every section 8-byte aligned
+----------------------------------------------------------------------------
+Header, `HEADER` (struct format `<8sIIQqqQQQQQQ16s16s16s` + 15 × `QQ` + `II`):
+
+    magic        8 bytes  b"RMQNSCUT"
+    version      u32      FORMAT_VERSION (1); a reader refuses any other
+    header_size  u32      HEADER.size
+    file_size    u64      the whole file's length (a shorter file is truncated)
+    snapshot_id  i64      the cut's snapshotId, -1 for a cut with none (the empty cut)
+    commit_time  i64      the cut's commitTime (ms since the epoch), -1 for none
+    topics       u64      T, topic entries
+    bodies       u64      B, distinct route bodies
+    capacity     u64      C, open-addressing slots (a power of two, at least 2·T and 2)
+    kinds        u64      K, kind keys (below)
+    groups       u64      G, broker groups
+    group_topics u64      R, (group, topic) pairs
+    queue_digest 16 bytes BLAKE2b-128 of the topic_queue columns the file was built from
+    deps_digest  16 bytes BLAKE2b-128 of everything else a route body reads (brokers, filter
+                          servers, the two switches, the order-topic configs)
+    encoder      16 bytes BLAKE2b-128 of the code that encoded the bodies (`encoder_digest`)
+    sections     15 × (offset u64, length u64), in the order of SECTIONS; offsets from the file's start
+    reserved     u32      0
+    crc32        u32      CRC-32 (zlib's) of the header's bytes before this field, then of every
+                          byte after the header to the end of the file (padding included)
+
+Sections:
+
+    hashes          u64[T]    topic_hash of each entry's UTF-8 name
+    body_of         u32[T]    each entry's body number; 0xFFFFFFFF = no route (TOPIC_NOT_EXIST)
+    name_off        u32[T+1]  entry e's name is names[name_off[e]:name_off[e+1]]
+    names           bytes     the names, UTF-8, concatenated in entry order
+    slots           u32[C]    entry + 1, 0 = empty; entry e's probe starts at hashes[e] & (C-1)
+                              and goes on at the next slot (wrapping) until the name matches or
+                              a slot is empty (the topic is not in the cut)
+    body_off        u64[B+1]  body b is bodies[body_off[b]:body_off[b+1]]
+    bodies          bytes     the distinct route bodies (JSON, as route_reads encodes them)
+    kind_keys       16 bytes × K  BLAKE2b-128 of a body's inputs (one per distinct input)
+    kind_body       u32[K]    the body those inputs encode to; 0xFFFFFFFF = no route
+    group_name_off  u32[G+1]  as name_off, over group_names
+    group_names     bytes     the broker group names, UTF-8, in order
+    group_off       u32[G+1]  group g's topics are group_topics[group_off[g]:group_off[g+1]]
+    group_topics    u32[R]    topic entry numbers, ascending within a group
+    cluster_info    bytes     the ClusterInfo body
+    rest            bytes     the rest of the cut, JSON (UTF-8)
+
+`topic_hash(name)` is `crc32(name) | adler32(name) << 32` (zlib's CRC-32 and Adler-32 of the
+UTF-8 bytes): both are in every language's standard library or a few lines, and in Python each
+is one C call (about half a microsecond a lookup).
+
+Incremental writes
+------------------
+A registration wave commits a cut every second or two; re-encoding a million topics for each was
+the prototype's 14 s of CPU. `write_cut(snap, path, previous)` reuses the previous file's work
+where its inputs are provably the same, at three levels, each keyed by digests of content (never
+by table versions, which do not say what a file was built from):
+
+1. the previous file's queue, deps and encoder digests are this cut's: the topic index, bodies,
+   kind keys and group sections are copied byte for byte, nothing is grouped or encoded;
+2. otherwise the hashes of names the previous file has are taken from it (an Arrow join of the
+   names), and its slots too when the names are the same;
+3. a kind of topic (same queue rows, and the same sync-member/order-config treatment) whose
+   kind key the previous file has gets that file's body, not a new encoding; the kind key hashes
+   everything `topic_route` reads for it (queue rows, BrokerDatas, filter servers, switches,
+   order config), so equal keys mean equal bodies.
+
+The encoder digest covers this module and the route_reads, topic_index and snapshot modules'
+sources, so a builder restarted on changed code never carries old encodings forward. The result
+is byte-identical to a from-scratch write of the same cut (the tests check it): every section is
+a function of the cut alone, numbered by first appearance in name order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import mmap
+import os
+import struct
+import sys
+import time
+import zlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from routeinfo import route_reads
+from routeinfo import snapshot as snapshot_module
+from routeinfo import topic_index as topic_index_module
+from routeinfo.snapshot import Snapshot, build_snapshot
+from routeinfo.topic_index import TopicIndex
+from schemas import events as ev
+from schemas import tables as t
+
+MAGIC = b"RMQNSCUT"
+FORMAT_VERSION = 1
+NO_BODY = 0xFFFFFFFF
+NO_ID = -1  # snapshot_id / commit_time of a cut without a snapshots row
+SECTIONS = ("hashes", "body_of", "name_off", "names", "slots", "body_off", "bodies", "kind_keys", "kind_body",
+            "group_name_off", "group_names", "group_off", "group_topics", "cluster_info", "rest")
+HEADER = struct.Struct("<8sIIQqqQQQQQQ16s16s16s" + "QQ" * len(SECTIONS) + "II")
+_CRC_AT = HEADER.size - 4  # the crc32 field is the header's last four bytes
+DIGEST_BYTES = 16
+# the sections copied whole from a previous file whose three digests are this cut's
+_INDEX_SECTIONS = SECTIONS[:SECTIONS.index("cluster_info")]
+
+U8 = npt.NDArray[np.uint8]
+U32 = npt.NDArray[np.uint32]
+U64 = npt.NDArray[np.uint64]
+I64 = npt.NDArray[np.int64]
+Section = bytes | memoryview
+
+
+class CutFileError(Exception):
+    """A cut file that cannot be trusted (wrong magic or version, truncated, corrupted): the
+    message says which file and what is wrong. A reader refuses it rather than answer from it."""
+
+
+def topic_hash(key: bytes) -> int:
+    """64 bits of a UTF-8 topic name, the same in every process and language (Python's `hash` is
+    salted per process): CRC-32 in the low half, where the slot comes from, Adler-32 in the high
+    half. Not collision-free, so a probe compares the name too."""
+    return zlib.crc32(key) | (zlib.adler32(key) << 32)
+
+
+# ---------------------------------------------------------------- vectorized pieces
+
+
+def _crc_table() -> U32:
+    c = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        c = np.where(c & 1, (c >> 1) ^ np.uint32(0xEDB88320), c >> 1).astype(np.uint32)
+    return c
+
+
+def _string_parts(names: Any) -> tuple[I64, U8]:
+    """Zero-based offsets and the bytes of an Arrow string array (its own slice of the buffers)."""
+    n = len(names)
+    offsets = np.frombuffer(names.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * names.offset).astype(np.int64)
+    data_buffer = names.buffers()[2]
+    data = np.zeros(0, np.uint8) if data_buffer is None else np.frombuffer(data_buffer, dtype=np.uint8)
+    data = data[offsets[0]:offsets[-1]]
+    return offsets - offsets[0], data
+
+
+def hash_names(names: Any) -> U64:
+    """`topic_hash` of every name of an Arrow string array, computed a byte position at a time
+    over all names at once (a Python call per name cost four times as much at a million)."""
+    offsets, data = _string_parts(names)
+    n = len(offsets) - 1
+    if n == 0:
+        return np.zeros(0, np.uint64)
+    starts, lengths = offsets[:-1], offsets[1:] - offsets[:-1]
+    order = np.argsort(-lengths, kind="stable")  # longest first: the names still going are a prefix
+    starts, lengths = starts[order], lengths[order]
+    going = np.searchsorted(-lengths, -np.arange(1, int(lengths[0]) + 1), side="right")
+    table = _crc_table()
+    crc = np.full(n, 0xFFFFFFFF, np.uint32)
+    a = np.ones(n, np.uint64)
+    b = np.zeros(n, np.uint64)  # no overflow below names of about 2^28 bytes
+    for j, k in enumerate(going.tolist()):
+        byte = data[starts[:k] + j]
+        c = crc[:k]
+        crc[:k] = table[(c ^ byte) & 0xFF] ^ (c >> 8)
+        a[:k] += byte
+        b[:k] += a[:k]
+    crc ^= np.uint32(0xFFFFFFFF)
+    hashes = crc.astype(np.uint64) | (((b % 65521) << np.uint64(16) | (a % 65521)) << np.uint64(32))
+    out = np.empty(n, np.uint64)
+    out[order] = hashes
+    return out
+
+
+def build_slots(hashes: U64, capacity: int) -> U32:
+    """The open-addressing table of `hashes` with linear probing, in one pass of numpy: entries
+    by home slot, each at the first slot past its predecessor's (a running maximum); those run
+    past the end wrap to the first empty slots from 0, which a probe reaches after the end."""
+    n = len(hashes)
+    slots = np.zeros(capacity, np.uint32)
+    if n == 0:
+        return slots
+    home = (hashes & np.uint64(capacity - 1)).astype(np.int64)
+    order = np.argsort(home, kind="stable")
+    steps = np.arange(n, dtype=np.int64)
+    at = np.maximum.accumulate(home[order] - steps) + steps
+    fits = at < capacity
+    slots[at[fits]] = (order[fits] + 1).astype(np.uint32)
+    wrapped = order[~fits]
+    if len(wrapped):
+        slots[np.flatnonzero(slots == 0)[:len(wrapped)]] = (wrapped + 1).astype(np.uint32)
+    return slots
+
+
+def slot_capacity(topics: int) -> int:
+    """A power of two at least twice the topics (load at most a half: misses end soon)."""
+    capacity = 2
+    while capacity < 2 * topics:
+        capacity *= 2
+    return capacity
+
+
+# ---------------------------------------------------------------- what the writer reads
+
+
+@dataclasses.dataclass(frozen=True)
+class _Queues:
+    """A cut's topic_queue as numpy columns, rows by topic then brokerName (as a route lists them)."""
+
+    names: Any                 # Arrow string array: the distinct topics, sorted
+    starts: I64                # T + 1: topic i's rows are [starts[i], starts[i+1])
+    broker_rank: I64           # per row: its brokerName's rank in `brokers`
+    ints: I64                  # per row: perm, readQueueNums, topicSysFlag, writeQueueNums
+    rows: I64                  # per row: its index in the TopicIndex's own order
+    brokers: list[str]         # sorted brokerNames of topic_queue
+    source: tuple[Any, ...]    # the TopicIndex's columns, to build a small index of a few topics
+
+
+def _index_columns(index: TopicIndex) -> tuple[Any, list[str], Any, dict[str, Any]]:
+    """The TopicIndex's sorted Arrow topic column, its brokerName dictionary and codes, and its
+    integer columns. They are private to TopicIndex, which has no public accessor yet; reading
+    them here is what lets the writer work over the whole table without a Python row per queue."""
+    topic = index._topic
+    if topic.type != pa.string():
+        topic = topic.cast(pa.string())
+    return topic, index._brokers, index._broker_codes, index._int_columns
+
+
+def _queues(index: TopicIndex) -> _Queues:
+    topic, brokers, codes, ints = _index_columns(index)
+    n = len(topic)
+    fields = topic_index_module.QUEUE_FIELDS[1:]
+    if n == 0:
+        empty = np.zeros(0, np.int64)
+        return _Queues(pa.array([], pa.string()), np.zeros(1, np.int64), empty, np.zeros((0, len(fields)), np.int64),
+                       empty, [], (topic, brokers, codes, ints))
+    new = np.ones(n, bool)
+    if n > 1:
+        new[1:] = np.asarray(pc.not_equal(topic.slice(1), topic.slice(0, n - 1)).to_numpy(zero_copy_only=False))
+    starts = np.append(np.flatnonzero(new), n).astype(np.int64)
+    topic_of_row = np.repeat(np.arange(len(starts) - 1), np.diff(starts))
+    by_name = sorted(range(len(brokers)), key=brokers.__getitem__)
+    rank = np.empty(len(brokers), np.int64)
+    rank[by_name] = np.arange(len(brokers))
+    row_rank = rank[np.asarray(codes, np.int64)]
+    order = np.lexsort((row_rank, topic_of_row)).astype(np.int64)  # stable: ties keep the index's order
+    columns = np.stack([np.asarray(ints[f], np.int64) for f in fields], axis=1)
+    return _Queues(topic.take(pa.array(starts[:-1])), starts, row_rank[order], columns[order], order,
+                   [brokers[i] for i in by_name], (topic, brokers, codes, ints))
+
+
+def _queue_digest(queues: _Queues) -> bytes:
+    """What the topic index and bodies were built from, as far as topic_queue goes: equal digests
+    mean the same rows in the same order."""
+    h = hashlib.blake2b(digest_size=DIGEST_BYTES)
+    offsets, data = _string_parts(queues.names)
+    for part in (offsets, data, queues.starts, queues.broker_rank, queues.ints):
+        h.update(np.ascontiguousarray(part).tobytes())
+        h.update(b"|")
+    h.update(json.dumps(queues.brokers).encode())
+    return h.digest()
+
+
+def _order_conf(snap: Snapshot) -> dict[str, str]:
+    return snap.kv.get(ev.ORDER_TOPIC_CONFIG, {}) if snap.switches["orderMessageEnable"] else {}
+
+
+def _deps_digest(snap: Snapshot) -> bytes:
+    """Everything but topic_queue that a route body reads."""
+    deps = [snap.switches["supportActingMaster"], _order_conf(snap), snap.brokers,
+            sorted([c, a, s] for (c, a), s in snap.filters.items())]
+    return hashlib.blake2b(json.dumps(deps, sort_keys=True).encode(), digest_size=DIGEST_BYTES).digest()
+
+
+def encoder_digest() -> bytes:
+    """The code that decides what a body is: a previous file's bodies are reused only when it
+    is the same (reading four source files costs microseconds)."""
+    h = hashlib.blake2b(digest_size=DIGEST_BYTES)
+    modules: tuple[ModuleType, ...] = (route_reads, topic_index_module, snapshot_module, sys.modules[__name__])
+    for module in modules:
+        h.update(Path(str(module.__file__)).read_bytes())
+    return h.digest()
+
+
+# ---------------------------------------------------------------- kinds of topics
+
+
+@dataclasses.dataclass(frozen=True)
+class _Kinds:
+    of_topic: I64              # per topic: its kind, kinds numbered by their first topic
+    first_topic: I64           # per kind: its first topic
+
+
+def _kinds(snap: Snapshot, q: _Queues) -> _Kinds:
+    """Topics whose bodies are built from the same inputs: the same queue rows (brokerName and
+    the four numbers, in order), the same sync-member treatment (the acting-master rewrite is not
+    applied to them) and the same order-topic config. Grouped in numpy, by row count."""
+    topics = len(q.names)
+    if topics == 0:
+        return _Kinds(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    _, row_kind = np.unique(np.column_stack([q.broker_rank, q.ints]), axis=0, return_inverse=True)
+    row_kind = row_kind.reshape(-1).astype(np.int64)
+    sync = np.zeros(topics, np.int64)
+    if snap.switches["supportActingMaster"]:
+        starts_sync = pc.starts_with(q.names, route_reads.SYNC_BROKER_MEMBER_PREFIX)
+        sync = np.asarray(starts_sync.to_numpy(zero_copy_only=False), np.int64)
+    conf = _order_conf(snap)
+    order_id = np.zeros(topics, np.int64)
+    if conf:
+        keys = sorted(conf)
+        value_ids = {v: i + 1 for i, v in enumerate(sorted(set(conf.values())))}
+        key_value = np.array([value_ids[conf[k]] for k in keys], np.int64)
+        found = pc.index_in(q.names, value_set=pa.array(keys, pa.string()))
+        at = np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+        order_id = np.where(at >= 0, key_value[np.maximum(at, 0)], 0)
+    counts = np.diff(q.starts)
+    kind = np.empty(topics, np.int64)
+    next_kind = 0
+    for count in np.unique(counts).tolist():
+        chosen = np.flatnonzero(counts == count)
+        rows = q.starts[chosen][:, None] + np.arange(count)
+        key = np.column_stack([sync[chosen], order_id[chosen], row_kind[rows]])
+        _, local = np.unique(key, axis=0, return_inverse=True)
+        local = local.reshape(-1)
+        kind[chosen] = local + next_kind
+        next_kind += int(local.max()) + 1
+    _, first, inverse = np.unique(kind, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    renumber = np.empty(len(first), np.int64)
+    renumber[by_first] = np.arange(len(first))
+    return _Kinds(renumber[inverse.reshape(-1)], first[by_first].astype(np.int64))
+
+
+def _topic_rows(q: _Queues, topic: int) -> list[tuple[str, int, int, int, int]]:
+    a, b = int(q.starts[topic]), int(q.starts[topic + 1])
+    return [(q.brokers[r], *(int(v) for v in iv)) for r, iv in zip(q.broker_rank[a:b].tolist(), q.ints[a:b].tolist(),
+                                                                      strict=True)]
+
+
+def _kind_key(snap: Snapshot, q: _Queues, topic: int, name: str) -> bytes:
+    """Everything `route_reads.topic_route` reads for this topic, hashed: its queue rows, the
+    BrokerData of each row's group (or its absence), the filter servers of their addresses, the
+    acting-master switch as it applies to this name, and its order-topic config."""
+    rows = _topic_rows(q, topic)
+    datas = [snap.brokers.get(r[0]) for r in rows]
+    filters = [[bd["cluster"], addr, snap.filters.get((bd["cluster"], addr))]
+               for bd in datas if bd is not None for addr in bd["brokerAddrs"].values()]
+    acting = snap.switches["supportActingMaster"] and not name.startswith(route_reads.SYNC_BROKER_MEMBER_PREFIX)
+    key = [acting, _order_conf(snap).get(name), rows, datas, filters]
+    return hashlib.blake2b(json.dumps(key, sort_keys=True).encode(), digest_size=DIGEST_BYTES).digest()
+
+
+def _index_of(q: _Queues, topics: list[int]) -> TopicIndex:
+    """A TopicIndex of only `topics`, its rows in the full index's order: `route_reads` builds
+    their bodies exactly as it would over the whole cut."""
+    topic, brokers, codes, ints = q.source
+    spans = [q.rows[int(q.starts[i]):int(q.starts[i + 1])] for i in topics]
+    rows = np.sort(np.concatenate(spans)) if spans else np.zeros(0, np.int64)
+    take = pa.array(rows, pa.int64())
+    columns: dict[str, Any] = {"topic": topic.take(take),
+                               "brokerName": pa.array([brokers[c] for c in np.asarray(codes)[rows].tolist()], pa.string())}
+    for f in topic_index_module.QUEUE_FIELDS[1:]:
+        columns[f] = pa.array(np.asarray(ints[f])[rows], pa.int32())
+    return TopicIndex(pa.table(columns))
+
+
+# ---------------------------------------------------------------- the rest of the cut
+
+
+def rest_of(snap: Snapshot) -> dict[str, Any]:
+    """The cut but its topic_queue, as rows `build_snapshot` turns back into the same Snapshot."""
+    row: dict[str, Any] | None = None
+    if snap.snapshot_id is not None:
+        row = {"snapshotId": snap.snapshot_id, "commitTime": snap.commit_time,
+               **{f"{name}_version": v for name, v in sorted(snap.versions.items())},
+               "sourceOffsets": json.dumps(snap.source_offsets, sort_keys=True)}
+    broker_addr = [{"brokerName": name, "cluster": bd["cluster"], "brokerId": int(bid), "brokerAddr": addr,
+                    "zoneName": bd.get("zoneName"), "enableActingMaster": bd["enableActingMaster"]}
+                   for name, bd in snap.brokers.items() for bid, addr in bd["brokerAddrs"].items()]
+    kv: list[dict[str, str | None]] = [
+        {"namespace": ns, "key": k, "value": v} for ns, table in snap.kv.items() for k, v in table.items()]
+    kv += [{"namespace": ns, "key": None, "value": None} for ns, table in snap.kv.items() if not table]
+    tables = {
+        t.BROKER_ADDR.name: broker_addr,
+        t.CLUSTER_ADDR.name: [{"clusterName": c, "brokerName": b} for c, names in snap.clusters.items() for b in names],
+        t.BROKER_LIVE.name: snap.live,
+        t.FILTER_SERVER.name: [{"clusterName": c, "brokerAddr": a, "filterServer": s}
+                               for (c, a), s in sorted(snap.filters.items())],
+        t.KV_CONFIG.name: kv,
+        t.NAMESRV_CONFIG.name: [{"scope": "namesrv", "key": k, "value": "true" if v else "false"}
+                                for k, v in sorted(snap.switches.items())],
+    }
+    return {"snapshot": row, "tables": tables}
+
+
+# ---------------------------------------------------------------- the writer
+
+
+@dataclasses.dataclass(frozen=True)
+class CutFileStats:
+    """What a write did: the file's size and counts, how much it reused of the previous file
+    (`reused`: "index" = level 1, copied whole; "parts" = hashes or bodies; "none"), and why
+    a previous file was not used (`previous_refused`)."""
+
+    path: Path
+    file_bytes: int
+    topics: int
+    bodies: int
+    kinds: int
+    groups: int
+    encoded: int               # bodies encoded by route_reads in this write
+    reused_bodies: int         # kinds whose body came from the previous file
+    reused_hashes: int         # names whose hash came from the previous file
+    reused: str
+    previous_refused: str | None
+    seconds: float
+    cpu_seconds: float
+    section_bytes: dict[str, int]
+
+
+def _bytes_of(array: npt.NDArray[Any], dtype: str) -> bytes:
+    return np.ascontiguousarray(array, dtype=dtype).tobytes()
+
+
+def _offsets(lengths: list[int] | I64, dtype: str) -> bytes:
+    off = np.zeros(len(lengths) + 1, np.int64)
+    off[1:] = np.cumsum(np.asarray(lengths, np.int64))
+    return _bytes_of(off, dtype)
+
+
+def _previous_names(prev: CutFile) -> Any:
+    """The previous file's names as an Arrow array over its mapping (no copy)."""
+    offsets = pa.py_buffer(prev.section("name_off"))
+    return pa.Array.from_buffers(pa.string(), prev.topic_count, [None, offsets, pa.py_buffer(prev.section("names"))])
+
+
+def _hashes(q: _Queues, prev: CutFile | None) -> tuple[U64, int, bool]:
+    """Every name's hash, those the previous file has taken from it; and whether the names are
+    the previous file's, in its order (its slots then fit as they are)."""
+    if prev is None or prev.topic_count == 0 or len(q.names) == 0:
+        return hash_names(q.names), 0, prev is not None and prev.topic_count == len(q.names) == 0
+    old_names = _previous_names(prev)
+    at = np.asarray(pc.index_in(q.names, value_set=old_names).fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+    del old_names
+    found = at >= 0
+    old_hashes = np.frombuffer(prev.section("hashes"), np.uint64)
+    hashes = np.empty(len(at), np.uint64)
+    hashes[found] = old_hashes[at[found]]
+    missing = np.flatnonzero(~found)
+    if len(missing):
+        hashes[missing] = hash_names(q.names.take(pa.array(missing)))
+    same = len(missing) == 0 and len(at) == prev.topic_count and bool(np.all(at == np.arange(len(at))))
+    return hashes, int(found.sum()), same
+
+
+def _groups(q: _Queues) -> dict[str, bytes]:
+    topics = np.repeat(np.arange(len(q.names), dtype=np.int64), np.diff(q.starts))
+    pairs = np.unique(q.broker_rank * max(1, len(q.names)) + topics)
+    rank, topic = pairs // max(1, len(q.names)), pairs % max(1, len(q.names))
+    present = np.unique(rank)
+    names = [q.brokers[int(r)].encode() for r in present.tolist()]
+    starts = np.searchsorted(rank, present, side="left")
+    group_off = np.append(starts, len(pairs)) if len(present) else np.zeros(1, np.int64)
+    return {"group_name_off": _offsets([len(n) for n in names], "<u4"), "group_names": b"".join(names),
+            "group_off": _bytes_of(group_off, "<u4"), "group_topics": _bytes_of(topic, "<u4")}
+
+
+def _encode_index(snap: Snapshot, q: _Queues, prev: CutFile | None) -> tuple[dict[str, Section], dict[str, int]]:
+    """The topic index, the bodies, the kind keys and the group sections of a cut."""
+    topics = len(q.names)
+    hashes, reused_hashes, same_names = _hashes(q, prev)
+    capacity = slot_capacity(topics)
+    slots: Section
+    if same_names and prev is not None and prev.capacity == capacity:
+        slots = prev.section("slots")
+    else:
+        slots = build_slots(hashes, capacity).astype("<u4").tobytes()
+    kinds = _kinds(snap, q)
+    old_bodies = {} if prev is None else prev.kind_bodies()
+    names = q.names.take(pa.array(kinds.first_topic)).to_pylist() if len(kinds.first_topic) else []
+    keys = [_kind_key(snap, q, int(topic), name) for topic, name in zip(kinds.first_topic.tolist(), names, strict=True)]
+    fresh = [k for k, key in enumerate(keys) if key not in old_bodies]
+    made: dict[int, bytes | None] = {}
+    if fresh:
+        few = dataclasses.replace(snap, topics=_index_of(q, [int(kinds.first_topic[k]) for k in fresh]),
+                                  route_bodies={}, cut_bodies={}, holders={})
+        made = {k: route_reads.route_body(few, names[k]) for k in fresh}
+    number: dict[bytes, int] = {}
+    bodies: list[Section] = []
+    kind_body = np.empty(len(keys), np.uint32)
+    for k, key in enumerate(keys):
+        body = made[k] if k in made else old_bodies[key]
+        if body is None:
+            kind_body[k] = NO_BODY
+            continue
+        content = bytes(body)
+        b = number.get(content)
+        if b is None:
+            b = number[content] = len(bodies)
+            bodies.append(body)
+        kind_body[k] = b
+    offsets, data = _string_parts(q.names)
+    sections: dict[str, Section] = {
+        "hashes": hashes.astype("<u8").tobytes(),
+        "body_of": kind_body[kinds.of_topic].astype("<u4").tobytes() if topics else b"",
+        "name_off": _bytes_of(offsets, "<u4"), "names": data.tobytes(), "slots": slots,
+        "body_off": _offsets([len(b) for b in bodies], "<u8"), "bodies": b"".join(bodies),
+        "kind_keys": b"".join(keys), "kind_body": kind_body.astype("<u4").tobytes(), **_groups(q)}
+    counts = {"topics": topics, "bodies": len(bodies), "capacity": capacity, "kinds": len(keys),
+              "groups": len(np.unique(q.broker_rank)), "encoded": len(fresh), "reused_bodies": len(keys) - len(fresh),
+              "reused_hashes": reused_hashes}
+    return sections, counts
+
+
+def _open_previous(previous: CutFile | Path | None, encoder: bytes) -> tuple[CutFile | None, bool, str | None]:
+    """The previous file if its work may be reused (and whether this call opened it)."""
+    if previous is None:
+        return None, False, None
+    opened = not isinstance(previous, CutFile)
+    try:
+        prev = CutFile.open(previous) if isinstance(previous, Path) else previous
+    except (OSError, CutFileError) as e:
+        return None, False, str(e)
+    if prev.encoder != encoder:
+        if opened:
+            prev.close()
+        return None, False, f"{prev.path}: encoded by other code"
+    return prev, opened, None
+
+
+def write_cut(snap: Snapshot, path: Path, previous: CutFile | Path | None = None) -> CutFileStats:
+    """Write the cut's file to `path`, replaced atomically: written and fsynced under a temporary
+    name in the same directory, renamed over `path`, the directory fsynced. A reader that mapped
+    the file `path` named before keeps its cut whole; the next open sees the new one.
+
+    `previous`: the file of an earlier cut (a path, or one already open), whose work is reused as
+    the module's docstring says; one that cannot be opened or was encoded by other code is not
+    used (`previous_refused` says why), never trusted in part."""
+    started, cpu = time.perf_counter(), time.process_time()
+    encoder = encoder_digest()
+    prev, opened, refused = _open_previous(previous, encoder)
+    try:
+        q = _queues(snap.topics)
+        queue_digest, deps_digest = _queue_digest(q), _deps_digest(snap)
+        if prev is not None and prev.queue_digest == queue_digest and prev.deps_digest == deps_digest:
+            sections: dict[str, Section] = {name: prev.section(name) for name in _INDEX_SECTIONS}
+            counts = {"topics": prev.topic_count, "bodies": prev.body_count, "capacity": prev.capacity,
+                      "kinds": prev.kind_count, "groups": prev.group_count, "encoded": 0,
+                      "reused_bodies": prev.kind_count, "reused_hashes": prev.topic_count}
+            reused = "index"
+        else:
+            sections, counts = _encode_index(snap, q, prev)
+            reused = "parts" if counts["reused_bodies"] or counts["reused_hashes"] else "none"
+        rest = json.dumps(rest_of(snap), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        sections["cluster_info"] = route_reads.cluster_info_body(snap)
+        sections["rest"] = rest
+        header = {"snapshot_id": NO_ID if snap.snapshot_id is None else snap.snapshot_id,
+                  "commit_time": NO_ID if snap.commit_time is None else snap.commit_time,
+                  "group_topics": len(sections["group_topics"]) // 4, "queue_digest": queue_digest,
+                  "deps_digest": deps_digest, "encoder": encoder, **counts}
+        size = _write_atomically(path, header, sections)
+        section_bytes = {name: len(sections[name]) for name in SECTIONS}
+    finally:
+        if opened and prev is not None:
+            prev.close()
+    return CutFileStats(
+        path=path, file_bytes=size, topics=counts["topics"], bodies=counts["bodies"], kinds=counts["kinds"],
+        groups=counts["groups"], encoded=counts["encoded"], reused_bodies=counts["reused_bodies"],
+        reused_hashes=counts["reused_hashes"], reused=reused, previous_refused=refused,
+        seconds=time.perf_counter() - started, cpu_seconds=time.process_time() - cpu,
+        section_bytes=section_bytes)
+
+
+def _layout(sections: Mapping[str, Section]) -> tuple[list[int], int]:
+    layout: list[int] = []
+    at = HEADER.size
+    for name in SECTIONS:
+        at = (at + 7) & ~7
+        layout += [at, len(sections[name])]
+        at += len(sections[name])
+    return layout, at
+
+
+def _write_atomically(path: Path, header: dict[str, Any], sections: Mapping[str, Section]) -> int:
+    layout, size = _layout(sections)
+    fields = (MAGIC, FORMAT_VERSION, HEADER.size, size, header["snapshot_id"], header["commit_time"], header["topics"],
+              header["bodies"], header["capacity"], header["kinds"], header["groups"], header["group_topics"],
+              header["queue_digest"], header["deps_digest"], header["encoder"], *layout, 0, 0)
+    head = HEADER.pack(*fields)
+    pieces: list[Section] = []
+    at = HEADER.size
+    for name, offset in zip(SECTIONS, layout[::2], strict=True):
+        pieces.append(b"\0" * (offset - at))
+        pieces.append(sections[name])
+        at = offset + len(sections[name])
+    crc = zlib.crc32(head[:_CRC_AT])
+    for piece in pieces:
+        crc = zlib.crc32(piece, crc)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("wb") as f:
+            f.write(head[:_CRC_AT] + struct.pack("<I", crc))
+            for piece in pieces:
+                f.write(piece)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+    return size
+
+
+# ---------------------------------------------------------------- the reader
+
+
+def _expected_lengths(h: Mapping[str, int]) -> dict[str, int | None]:
+    """Each section's length as the header's counts fix it (None: any length)."""
+    return {"hashes": 8 * h["topics"], "body_of": 4 * h["topics"], "name_off": 4 * (h["topics"] + 1), "names": None,
+            "slots": 4 * h["capacity"], "body_off": 8 * (h["bodies"] + 1), "bodies": None,
+            "kind_keys": DIGEST_BYTES * h["kinds"], "kind_body": 4 * h["kinds"], "group_name_off": 4 * (h["groups"] + 1),
+            "group_names": None, "group_off": 4 * (h["groups"] + 1), "group_topics": 4 * h["group_topics"],
+            "cluster_info": None, "rest": None}
+
+
+class CutFile:
+    """A cut's file, mapped read-only: answers are `memoryview` slices of the mapping, valid
+    for as long as they are held (a file renamed over this one changes nothing here).
+
+    `close()` drops the mapping; one still referenced by an answer handed out (a body being sent)
+    is unmapped when the last such answer is dropped."""
+
+    def __init__(self, path: Path, mm: mmap.mmap, *, verify: bool) -> None:
+        self.path = path
+        self._mm: mmap.mmap | None = mm
+        view = memoryview(mm)
+        if len(view) < HEADER.size:
+            raise CutFileError(f"{path}: truncated: {len(view)} bytes, a header needs {HEADER.size}")
+        fields = HEADER.unpack_from(view)
+        magic, version, header_size, file_size = fields[:4]
+        if magic != MAGIC:
+            raise CutFileError(f"{path}: not a cut file (magic {magic!r}, expected {MAGIC!r})")
+        if version != FORMAT_VERSION or header_size != HEADER.size:
+            raise CutFileError(f"{path}: format version {version} (header {header_size} bytes); this reader reads "
+                               f"version {FORMAT_VERSION} ({HEADER.size} bytes)")
+        if file_size != len(view):
+            raise CutFileError(f"{path}: truncated or extended: the header says {file_size} bytes, the file has "
+                               f"{len(view)}")
+        names = ("snapshot_id", "commit_time", "topics", "bodies", "capacity", "kinds", "groups", "group_topics")
+        h = dict(zip(names, fields[4:12], strict=True))
+        self.snapshot_id: int | None = None if h["snapshot_id"] == NO_ID else h["snapshot_id"]
+        self.commit_time: int | None = None if h["commit_time"] == NO_ID else h["commit_time"]
+        self.topic_count, self.body_count, self.capacity = h["topics"], h["bodies"], h["capacity"]
+        self.kind_count, self.group_count = h["kinds"], h["groups"]
+        self.queue_digest, self.deps_digest, self.encoder = fields[12:15]
+        layout = fields[15:15 + 2 * len(SECTIONS)]
+        crc = fields[-1]
+        self._sections = self._slice_sections(view, layout, _expected_lengths(h))
+        if self.capacity < 2 or self.capacity & (self.capacity - 1) or self.capacity < 2 * self.topic_count:
+            raise CutFileError(f"{path}: corrupted: {self.capacity} slots for {self.topic_count} topics")
+        if verify:
+            found = zlib.crc32(view[HEADER.size:], zlib.crc32(view[:_CRC_AT]))
+            if found != crc:
+                raise CutFileError(f"{path}: corrupted: CRC-32 {found:#010x}, the header says {crc:#010x}")
+        self._hashes = self._sections["hashes"].cast("Q")
+        self._body_of = self._sections["body_of"].cast("I")
+        self._name_off = self._sections["name_off"].cast("I")
+        self._names = self._sections["names"]
+        self._slots = self._sections["slots"].cast("I")
+        self._mask = self.capacity - 1
+        self._body_off = self._sections["body_off"].cast("Q")
+        self._bodies = self._sections["bodies"]
+        self._group_name_off = self._sections["group_name_off"].cast("I")
+        self._group_names = self._sections["group_names"]
+        self._group_off = self._sections["group_off"].cast("I")
+        self._group_topics = self._sections["group_topics"].cast("I")
+        self._check_ends()
+
+    def _slice_sections(self, view: memoryview, layout: tuple[int, ...],
+                        expected: dict[str, int | None]) -> dict[str, memoryview]:
+        sections: dict[str, memoryview] = {}
+        for name, offset, length in zip(SECTIONS, layout[::2], layout[1::2], strict=True):
+            if offset < HEADER.size or offset % 8 or offset + length > len(view):
+                raise CutFileError(f"{self.path}: truncated or corrupted: section {name} at {offset}, {length} bytes, "
+                                   f"in a file of {len(view)}")
+            want = expected[name]
+            if want is not None and length != want:
+                raise CutFileError(f"{self.path}: corrupted: section {name} has {length} bytes, the header's counts "
+                                   f"make it {want}")
+            sections[name] = view[offset:offset + length]
+        return sections
+
+    def _check_ends(self) -> None:
+        """The offset arrays start at 0 and end at their data's length (cheap, and what a
+        truncation or a wrong count would break first)."""
+        for off, data, what in ((self._name_off, self._names, "names"), (self._body_off, self._bodies, "bodies"),
+                                (self._group_name_off, self._group_names, "group_names"),
+                                (self._group_off, self._group_topics, "group_topics")):
+            if off[0] != 0 or off[len(off) - 1] != len(data):
+                raise CutFileError(f"{self.path}: corrupted: the offsets of {what} end at {off[len(off) - 1]}, "
+                                   f"it has {len(data)}")
+
+    @classmethod
+    def open(cls, path: Path, *, verify: bool = True) -> CutFile:
+        """Map `path` read-only. `verify` checks the CRC-32 of the whole file (a pass over it:
+        tens of milliseconds at 50 MiB); without it only the header and the section bounds are
+        checked, and a flipped byte inside a body would go unseen."""
+        if sys.byteorder != "little":
+            raise CutFileError(f"{path}: this reader casts the file's little-endian integers natively")
+        with path.open("rb") as f:
+            try:
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except ValueError as e:  # an empty file cannot be mapped
+                raise CutFileError(f"{path}: truncated: {e}") from e
+        try:
+            return cls(path, mm, verify=verify)
+        except BaseException:
+            try:
+                mm.close()
+            except BufferError:
+                pass  # the failed check's views are still alive (its traceback): unmapped with them
+            raise
+
+    def close(self) -> None:
+        """Drop the mapping (see the class's docstring for answers still held)."""
+        mm, self._mm = self._mm, None
+        if mm is None:
+            return
+        for name in list(vars(self)):
+            value = getattr(self, name)
+            if isinstance(value, memoryview):
+                value.release()
+        for view in self._sections.values():
+            view.release()
+        try:
+            mm.close()
+        except BufferError:
+            pass  # an answer still holds the mapping: it goes with the last one
+
+    def __enter__(self) -> CutFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def section(self, name: str) -> memoryview:
+        """A section's bytes (for a writer reusing them, and for tools)."""
+        return self._sections[name]
+
+    # ---------------------------------------------------------------- answers
+
+    def _entry(self, topic: str) -> int:
+        """The topic's entry, or -1: open addressing, the name compared on a hash match."""
+        try:
+            key = topic.encode()
+        except UnicodeEncodeError:
+            return -1  # a lone surrogate: no topic of a cut has one
+        h = topic_hash(key)
+        slots, hashes, name_off, names, mask = self._slots, self._hashes, self._name_off, self._names, self._mask
+        s = h & mask
+        for _ in range(self.capacity):
+            e = slots[s]
+            if not e:
+                return -1
+            e -= 1
+            if e >= self.topic_count:
+                raise CutFileError(f"{self.path}: corrupted: slot {s} names entry {e} of {self.topic_count}")
+            if hashes[e] == h and names[name_off[e]:name_off[e + 1]] == key:
+                return int(e)
+            s = (s + 1) & mask
+        raise CutFileError(f"{self.path}: corrupted: no empty slot in {self.capacity}")
+
+    def _body(self, b: int) -> memoryview | None:
+        if b == NO_BODY:
+            return None
+        if b >= self.body_count:
+            raise CutFileError(f"{self.path}: corrupted: body {b} of {self.body_count}")
+        return self._bodies[self._body_off[b]:self._body_off[b + 1]]
+
+    def route_body(self, topic: str) -> memoryview | None:
+        """`route_reads.route_body(snap, topic)` of the file's cut, or None (TOPIC_NOT_EXIST)."""
+        e = self._entry(topic)
+        return None if e < 0 else self._body(self._body_of[e])
+
+    def __contains__(self, topic: object) -> bool:
+        """Whether the cut's topic_queue has the topic (with a route or not: `all_topics` lists both)."""
+        return isinstance(topic, str) and self._entry(topic) >= 0
+
+    def cluster_info_body(self) -> memoryview:
+        return self._sections["cluster_info"]
+
+    def _name(self, e: int) -> str:
+        return str(self._names[self._name_off[e]:self._name_off[e + 1]], "utf-8")
+
+    def topic_names(self) -> Iterator[str]:
+        """Every topic of the cut, in name order (as `sorted(snap.topics)`)."""
+        for e in range(self.topic_count):
+            yield self._name(e)
+
+    def group_names(self) -> Iterator[str]:
+        """The broker groups holding a queue row, in name order."""
+        off, names = self._group_name_off, self._group_names
+        for g in range(self.group_count):
+            yield str(names[off[g]:off[g + 1]], "utf-8")
+
+    def topics_of_group(self, broker_name: str) -> list[str]:
+        """The topics a group holds a queue row of, in name order (binary search over the groups)."""
+        key = broker_name.encode("utf-8", "surrogatepass")
+        off, names = self._group_name_off, self._group_names
+        lo, hi = 0, self.group_count
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if bytes(names[off[mid]:off[mid + 1]]) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == self.group_count or names[off[lo]:off[lo + 1]] != key:
+            return []
+        return [self._name(e) for e in self._group_topics[self._group_off[lo]:self._group_off[lo + 1]]]
+
+    def kind_bodies(self) -> dict[bytes, memoryview | None]:
+        """Kind key -> its body in this file: what an incremental write reuses."""
+        keys = self._sections["kind_keys"]
+        kind_body = self._sections["kind_body"].cast("I")
+        return {bytes(keys[DIGEST_BYTES * k:DIGEST_BYTES * (k + 1)]): self._body(kind_body[k])
+                for k in range(self.kind_count)}
+
+    def rest(self) -> dict[str, Any]:
+        """The rest of the cut's rows, as `rest_of` wrote them."""
+        try:
+            found: dict[str, Any] = json.loads(bytes(self._sections["rest"]))
+        except ValueError as e:
+            raise CutFileError(f"{self.path}: corrupted: the rest of the cut is not JSON ({e})") from e
+        return found
+
+    def rest_snapshot(self) -> Snapshot:
+        """The cut as a Snapshot with an empty topic_queue (its topics are this file's)."""
+        rest = self.rest()
+        return build_snapshot(rest["snapshot"], {t.TOPIC_QUEUE.name: [], **rest["tables"]})
