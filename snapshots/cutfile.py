@@ -34,7 +34,7 @@ What the file holds
 
 Layout (version 1): little-endian, fixed widths, every section 8-byte aligned
 ----------------------------------------------------------------------------
-Header, `HEADER` (struct format `<8sIIQqqQQQQQQ16s16s16s` + 15 × `QQ` + `II`):
+Header, `HEADER`, 384 bytes (struct format `<8sIIQqqQQQQQQ16s16s16s` + 15 × `QQ` + `II`):
 
     magic        8 bytes  b"RMQNSCUT"
     version      u32      FORMAT_VERSION (1); a reader refuses any other
@@ -330,15 +330,36 @@ class _Kinds:
     first_topic: I64           # per kind: its first topic
 
 
+def factorize(values: npt.NDArray[Any]) -> tuple[I64, int]:
+    """Dense ids of `values`, numbered by first appearance, and how many: Arrow's hash table
+    (numpy's `unique` sorts, and over rows of several columns it was seconds at a million)."""
+    encoded = pc.dictionary_encode(pa.array(values))
+    return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), np.int64), len(encoded.dictionary)
+
+
+def dense_ids(columns: list[npt.NDArray[Any]]) -> tuple[I64, int]:
+    """Ids of the rows of `columns` (equal rows, equal ids; numbered by first appearance): the
+    columns' ids combined in one integer, compacted again whenever it could overflow."""
+    key = np.zeros(len(columns[0]) if columns else 0, np.int64)
+    span = 1
+    for column in columns:
+        ids, count = factorize(column)
+        if span * count >= 1 << 62:
+            key, span = factorize(key)
+        key = key * count + ids
+        span *= max(count, 1)
+    return factorize(key)
+
+
 def _kinds(snap: Snapshot, q: _Queues) -> _Kinds:
     """Topics whose bodies are built from the same inputs: the same queue rows (brokerName and
     the four numbers, in order), the same sync-member treatment (the acting-master rewrite is not
-    applied to them) and the same order-topic config. Grouped in numpy, by row count."""
+    applied to them) and the same order-topic config. Grouped in Arrow and numpy, by row count;
+    kinds are numbered by their first topic in name order."""
     topics = len(q.names)
     if topics == 0:
         return _Kinds(np.zeros(0, np.int64), np.zeros(0, np.int64))
-    _, row_kind = np.unique(np.column_stack([q.broker_rank, q.ints]), axis=0, return_inverse=True)
-    row_kind = row_kind.reshape(-1).astype(np.int64)
+    row_kind, _ = dense_ids([q.broker_rank, *q.ints.T])
     sync = np.zeros(topics, np.int64)
     if snap.switches["supportActingMaster"]:
         starts_sync = pc.starts_with(q.names, route_reads.SYNC_BROKER_MEMBER_PREFIX)
@@ -353,21 +374,15 @@ def _kinds(snap: Snapshot, q: _Queues) -> _Kinds:
         at = np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
         order_id = np.where(at >= 0, key_value[np.maximum(at, 0)], 0)
     counts = np.diff(q.starts)
-    kind = np.empty(topics, np.int64)
-    next_kind = 0
+    local = np.empty(topics, np.int64)  # a kind's id among the topics of its row count
     for count in np.unique(counts).tolist():
         chosen = np.flatnonzero(counts == count)
         rows = q.starts[chosen][:, None] + np.arange(count)
-        key = np.column_stack([sync[chosen], order_id[chosen], row_kind[rows]])
-        _, local = np.unique(key, axis=0, return_inverse=True)
-        local = local.reshape(-1)
-        kind[chosen] = local + next_kind
-        next_kind += int(local.max()) + 1
-    _, first, inverse = np.unique(kind, return_index=True, return_inverse=True)
-    by_first = np.argsort(first, kind="stable")
-    renumber = np.empty(len(first), np.int64)
-    renumber[by_first] = np.arange(len(first))
-    return _Kinds(renumber[inverse.reshape(-1)], first[by_first].astype(np.int64))
+        local[chosen], _ = dense_ids([sync[chosen], order_id[chosen], *row_kind[rows].T])
+    kind, kinds = dense_ids([counts, local])
+    first = np.full(kinds, topics, np.int64)
+    np.minimum.at(first, kind, np.arange(topics, dtype=np.int64))
+    return _Kinds(kind, first)
 
 
 def _topic_rows(q: _Queues, topic: int) -> list[tuple[str, int, int, int, int]]:
@@ -478,6 +493,10 @@ def _hashes(q: _Queues, prev: CutFile | None) -> tuple[U64, int, bool]:
     the previous file's, in its order (its slots then fit as they are)."""
     if prev is None or prev.topic_count == 0 or len(q.names) == 0:
         return hash_names(q.names), 0, prev is not None and prev.topic_count == len(q.names) == 0
+    offsets, data = _string_parts(q.names)
+    if (prev.topic_count == len(q.names) and np.array_equal(np.frombuffer(prev.section("names"), np.uint8), data)
+            and np.array_equal(np.frombuffer(prev.section("name_off"), "<u4"), offsets)):
+        return np.frombuffer(prev.section("hashes"), "<u8").astype(np.uint64), len(q.names), True
     old_names = _previous_names(prev)
     at = np.asarray(pc.index_in(q.names, value_set=old_names).fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
     del old_names
@@ -493,10 +512,13 @@ def _hashes(q: _Queues, prev: CutFile | None) -> tuple[U64, int, bool]:
 
 
 def _groups(q: _Queues) -> dict[str, bytes]:
-    topics = np.repeat(np.arange(len(q.names), dtype=np.int64), np.diff(q.starts))
-    pairs = np.unique(q.broker_rank * max(1, len(q.names)) + topics)
-    rank, topic = pairs // max(1, len(q.names)), pairs % max(1, len(q.names))
-    present = np.unique(rank)
+    """Each group's topics: the (group, topic) pairs of the rows, sorted and deduplicated."""
+    width = max(1, len(q.names))
+    pairs = np.sort(q.broker_rank * width + np.repeat(np.arange(len(q.names), dtype=np.int64), np.diff(q.starts)))
+    if len(pairs):
+        pairs = pairs[np.append(True, pairs[1:] != pairs[:-1])]
+    rank, topic = pairs // width, pairs % width
+    present = rank[np.append(True, rank[1:] != rank[:-1])] if len(rank) else rank
     names = [q.brokers[int(r)].encode() for r in present.tolist()]
     starts = np.searchsorted(rank, present, side="left")
     group_off = np.append(starts, len(pairs)) if len(present) else np.zeros(1, np.int64)
@@ -539,14 +561,15 @@ def _encode_index(snap: Snapshot, q: _Queues, prev: CutFile | None) -> tuple[dic
             bodies.append(body)
         kind_body[k] = b
     offsets, data = _string_parts(q.names)
+    groups = _groups(q)
     sections: dict[str, Section] = {
         "hashes": hashes.astype("<u8").tobytes(),
         "body_of": kind_body[kinds.of_topic].astype("<u4").tobytes() if topics else b"",
         "name_off": _bytes_of(offsets, "<u4"), "names": data.tobytes(), "slots": slots,
         "body_off": _offsets([len(b) for b in bodies], "<u8"), "bodies": b"".join(bodies),
-        "kind_keys": b"".join(keys), "kind_body": kind_body.astype("<u4").tobytes(), **_groups(q)}
+        "kind_keys": b"".join(keys), "kind_body": kind_body.astype("<u4").tobytes(), **groups}
     counts = {"topics": topics, "bodies": len(bodies), "capacity": capacity, "kinds": len(keys),
-              "groups": len(np.unique(q.broker_rank)), "encoded": len(fresh), "reused_bodies": len(keys) - len(fresh),
+              "groups": len(groups["group_off"]) // 4 - 1, "encoded": len(fresh), "reused_bodies": len(keys) - len(fresh),
               "reused_hashes": reused_hashes}
     return sections, counts
 
@@ -672,7 +695,9 @@ class CutFile:
     for as long as they are held (a file renamed over this one changes nothing here).
 
     `close()` drops the mapping; one still referenced by an answer handed out (a body being sent)
-    is unmapped when the last such answer is dropped."""
+    is unmapped when the last such answer is dropped. A closed CutFile answers nothing more.
+    Python reads the file's integers with `memoryview.cast` (native order), so the reader refuses
+    to run on a big-endian host rather than misread them."""
 
     def __init__(self, path: Path, mm: mmap.mmap, *, verify: bool) -> None:
         self.path = path

@@ -189,7 +189,8 @@ def test_a_cut_the_pure_core_made(tmp_path: Path) -> None:
     """Names as ingestion lets them be (ASCII, with `%` and `|`); the fleets built from rows have
     unicode ones, which the file holds as UTF-8 all the same."""
     snap = cut(reg("broker-b", 0, "10.0.0.3:1"), reg("broker-a", 0, "10.0.0.1:1", zone="z", filters=["10.9.9.9:1"]),
-               reg("broker-a", 1, "10.0.0.2:1"), reg("broker|c:1", 0, "10.0.0.4:1", tps=topics("%RETRY%group", "a|b", "TopicTest")))
+               reg("broker-a", 1, "10.0.0.2:1"),
+               reg("broker|c:1", 0, "10.0.0.4:1", tps=topics("%RETRY%group", "a|b", "TopicTest")))
     write_cut(snap, tmp_path / "cut")
     assert_answers(snap, tmp_path / "cut")
 
@@ -202,6 +203,22 @@ def test_the_vectorized_hash_is_topic_hash() -> None:
     expected = [cutfile.topic_hash(n.encode()) for n in names]
     assert cutfile.hash_names(array).tolist() == expected
     assert cutfile.hash_names(array.slice(5, 50)).tolist() == expected[5:55]  # an array not at its buffers' start
+
+
+def test_dense_ids_of_many_columns_compact_before_they_overflow() -> None:
+    """A topic on a hundred groups is a row of a hundred row kinds: their combined id would pass
+    64 bits, so it is compacted on the way; equal rows still get equal ids, unequal ones not."""
+    rng = np.random.default_rng(36)
+    columns = [rng.integers(0, 3, 500) for _ in range(100)]
+    columns[0][250:] = columns[0][:250]  # half the rows repeat the first half in every column
+    for c in columns[1:]:
+        c[250:] = c[:250]
+    ids, count = cutfile.dense_ids(columns)
+    rows = list(zip(*(c.tolist() for c in columns), strict=True))
+    first: dict[tuple[int, ...], int] = {}
+    for row in rows:
+        first.setdefault(row, len(first))
+    assert ids.tolist() == [first[row] for row in rows] and count == len(first) == 250
 
 
 def test_slots_past_the_end_wrap_to_the_first_empty_ones() -> None:
@@ -274,6 +291,9 @@ def test_incremental_writes_reuse_what_did_not_change(tmp_path: Path) -> None:
     changes.append(("one broker's address", {**base, "topic_queue": queues, "broker_addr": brokers}))
     queues = [r for r in queues if r["topic"] != "T-3-0"]
     changes.append(("a topic deleted", {**base, "topic_queue": queues, "broker_addr": brokers}))
+    filters = [dict(r, filterServer=["10.9.9.9:1"]) for r in base["filter_server"][:1]] + base["filter_server"][1:]
+    changes.append(("a filter server changed", {**base, "topic_queue": queues, "broker_addr": brokers,
+                                                "filter_server": filters}))
     changes.append(("acting master off", {**base, "topic_queue": queues, "broker_addr": brokers,
                                           "namesrv_config": switch_rows(orderMessageEnable=True)}))
     kv = base["kv_config"] + [{"namespace": ev.ORDER_TOPIC_CONFIG, "key": "T-2-1", "value": "broker-2:2"}]
@@ -302,6 +322,7 @@ def test_incremental_writes_reuse_what_did_not_change(tmp_path: Path) -> None:
     grown = seen["new topics"]
     assert grown.reused_hashes == grown.topics - 5 and grown.encoded == 1  # five alike new topics: one body
     assert 0 < seen["one broker's address"].encoded < seen["one broker's address"].kinds / 4
+    assert 0 < seen["a filter server changed"].encoded < seen["a filter server changed"].kinds / 4
     assert seen["acting master off"].encoded > 0
 
 
