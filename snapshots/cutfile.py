@@ -597,7 +597,9 @@ def write_cut(snap: Snapshot, path: Path, previous: CutFile | Path | None = None
 
     `previous`: the file of an earlier cut (a path, or one already open), whose work is reused as
     the module's docstring says; one that cannot be opened or was encoded by other code is not
-    used (`previous_refused` says why), never trusted in part."""
+    used (`previous_refused` says why), never trusted in part. A path is opened verified (its
+    CRC-32 checked: its bytes are copied into the new file); a CutFile passed open is trusted as
+    its caller opened it."""
     started, cpu = time.perf_counter(), time.process_time()
     encoder = encoder_digest()
     prev, opened, refused = _open_previous(previous, encoder)
