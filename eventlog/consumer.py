@@ -50,13 +50,24 @@ def record_time(consumer: Any, tp: Any, offset: int, *, timeout_s: float = 2.0) 
 
 
 def true_end(consumer: Any, tp: Any, reported: int) -> int:
-    """The partition's real end offset: fetch the last record batch and take its last offset + 1."""
+    """The partition's real end offset: fetch the last record batch and take its last offset + 1.
+
+    A consumer that read at an offset the topic's retention removed (`offset_reset="none"`) may
+    still raise that position's OffsetOutOfRangeError from the poll after the seek here (its fetch
+    was in flight): that answer is about the old position, so it is passed over, not raised (a
+    caller that took it for an unreachable broker looked again, met it again, and never learnt
+    that the offsets were gone)."""
+    from kafka.errors import OffsetOutOfRangeError
     if reported <= 0:
         return reported
     consumer.assign([tp])
     consumer.seek(tp, reported - 1)
     for _ in range(3):
-        batch = consumer.poll(timeout_ms=200).get(tp, [])
+        try:
+            batch = consumer.poll(timeout_ms=200).get(tp, [])
+        except OffsetOutOfRangeError:
+            consumer.seek(tp, reported - 1)
+            continue
         if batch:
             return max(reported, int(batch[-1].offset) + 1)
     return reported

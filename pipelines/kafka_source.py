@@ -554,8 +554,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         (memory storage restarted; believed as `ShortLogs` says)? Asked only here, so a normal read
         costs no extra requests."""
         from kafka.errors import KafkaError
-        try:
-            end = true_end(c, tp, c.end_offsets([tp])[tp])
+        try:  # the log's start first: it needs no fetch, so a removed position's error cannot hide it
             begins = int(c.beginning_offsets([tp])[tp])
         except KafkaError:  # the broker went away mid-read: wait for it (the read's deadline bounds it)
             time.sleep(0.5)
@@ -563,6 +562,11 @@ class KafkaStreamReader(DataSourceStreamReader):
         if begins > nxt:
             losses.append(self._gone_by_retention(partition.partition, nxt, min(begins, partition.end)))
             return None if begins >= partition.end else begins
+        try:
+            end = true_end(c, tp, c.end_offsets([tp])[tp])
+        except KafkaError:
+            time.sleep(0.5)
+            return nxt
         if end < partition.end:
             if not short.believed(partition.partition):
                 c._client.cluster.request_update()  # ask who leads now
