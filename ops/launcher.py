@@ -1,5 +1,5 @@
-"""What `./run.sh` runs: the embedded Kafka broker, the streaming job, the HTTP server and the
-RocketMQ remoting front.
+"""What `./run.sh` runs: the embedded Kafka broker, the streaming job, the host's cut builder, the
+HTTP server and the RocketMQ remoting front.
 
 It supervises them: a child that dies is restarted with exponential backoff (logged), and
 Ctrl-C / SIGTERM stops them in reverse order, each given time to finish cleanly. Children die
@@ -169,6 +169,25 @@ def children(cfg: Config) -> list[Child]:
     return out
 
 
+def cut_builder(cfg: Config) -> list[Child]:
+    """The host's cut builder (`snapshots.cutbuilder`), on a host that serves: one per host, not
+    per replica, since every serving process of the host maps the one file it writes."""
+    if cfg.roles not in ("all", "serving"):
+        return []
+    kid = Child("cutbuilder", [sys.executable, "-m", "snapshots.cutbuilder"], rotating_log(cfg, "cutbuilder"), 15,
+                banner=f"the shared cut file {cfg.data_dir / 'cuts'}/ (what the serving processes map)")
+    kid.json_lines = cfg.log_format == "json"
+    return [kid]
+
+
+def host_children(cfg: Config) -> list[Child]:
+    """What this host's launcher supervises: `children`, and the cut builder before the servers
+    it writes for (they wait for its first file), after the job it follows."""
+    kids = children(cfg)
+    servers = next((i for i, kid in enumerate(kids) if kid.name.startswith(("http", "remoting"))), len(kids))
+    return kids[:servers] + cut_builder(cfg) + kids[servers:]
+
+
 def embedded_broker(cfg: Config) -> Child:
     """The embedded Kafka broker of NAMESRV_KAFKA_EMBEDDED (ops/embedded_kafka.py)."""
     port = ("127.0.0.1", cfg.kafka_embedded_port, "is another ./run.sh running? (or set NAMESRV_KAFKA_EMBEDDED_PORT)")
@@ -227,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if admin_token(cfg, create=True) and not cfg.admin_token:
         log.info("admin    bearer token for writes is in %s (or set NAMESRV_ADMIN_TOKEN)", cfg.admin_token_file)
-    kids = children(cfg)
+    kids = host_children(cfg)
     clash = port_clash(kids)
     if clash is not None:
         log.error("%s", clash)
@@ -240,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     # The embedded broker's JVM starts while Spark's does (the job waits for the broker and creates
     # the topic itself); the servers start once the topic is there: the remoting front connects at
     # its start, and refuses writes for a while after a failed connect.
-    early = [kid for kid in kids if kid.name in ("kafka", "job", "job-standby")]
+    early = [kid for kid in kids if kid.name in ("kafka", "job", "job-standby", "cutbuilder")]
     for kid in early:
         kid.start()
         log.info("%-8s %s (log %s)", kid.name, kid.banner, kid.log_path)

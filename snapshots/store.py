@@ -61,6 +61,7 @@ class SnapshotStore:
         self._thread: threading.Thread | None = None
         self._last_scan = float("-inf")
         self._released = float("-inf")  # when a reload last gave memory back (monotonic)
+        self._listeners: list[Callable[[Snapshot, bool], None]] = []
         self.history = History(reader.warehouse, retention_ms, lambda: self.current)
 
     @property
@@ -78,7 +79,18 @@ class SnapshotStore:
         if swapped:
             with self._swapped:
                 self._swapped.notify_all()
+        for listener in self._listeners:
+            try:
+                listener(self.current, swapped)
+            except Exception:  # a listener's failure is its own; the store keeps refreshing
+                log.exception("a refresh listener failed")
         return swapped
+
+    def add_listener(self, listener: Callable[[Snapshot, bool], None]) -> None:
+        """Call `listener(current, swapped)` after every refresh, on the refreshing thread: how the
+        cut builder (`snapshots.cutbuilder`) follows the job with this store's watch rather than
+        one of its own. Add listeners before `start`."""
+        self._listeners.append(listener)
 
     def served_offsets(self) -> dict[str, int]:
         """Source offsets whose events the served snapshot reflects (`freshness.served_offsets`)."""

@@ -1,0 +1,209 @@
+"""`python -m snapshots.cutbuilder`: the host's one writer of the shared cut file (issue 36).
+
+Every serving process on a host maps one file of pre-encoded answers (`snapshots.cutfile`)
+instead of loading the cut from Delta itself; this process is what keeps that file the newest
+cut's. It watches the job's progress record and the `snapshots` table through a `SnapshotStore`
+(the serving processes' own watch, so a cut reaches the file as fast as it used to reach them),
+and after each refresh that brought a cut the file does not hold, writes the file again,
+incrementally against the one it replaces, renamed atomically over `<data dir>/cuts/current.cut`.
+
+One builder per host: a builder holds an exclusive lock on `<data dir>/cuts/builder.lock` for its
+life, so a second one (a restart racing the old process's exit, or an in-process builder of a
+standalone server) waits for the lock instead of writing beside it. The launcher starts this
+process once per serving host, before the serving processes, and restarts it if it dies; while
+it is down the serving processes keep answering from the last file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from conf import Config, load_config
+from conf.logs import setup_logging
+from conf.version import argument_parser
+from routeinfo.snapshot import Snapshot
+from snapshots.cutfile import CutFile, CutFileError, CutFileStats, write_cut
+from snapshots.reader import SnapshotReader
+from snapshots.store import SnapshotStore
+
+log = logging.getLogger("namesrv.cutbuilder")
+CUTS_DIR = "cuts"
+CUT_FILE = "current.cut"
+LOCK_FILE = "builder.lock"
+
+
+def cut_dir(cfg: Config) -> Path:
+    """Where a host's cut file lives: on the host's own disk (the data directory), never the
+    shared store, since every process that maps it runs here."""
+    return cfg.data_dir / CUTS_DIR
+
+
+def cut_path(cfg: Config) -> Path:
+    return cut_dir(cfg) / CUT_FILE
+
+
+@dataclass
+class BuilderLock:
+    """The exclusive lock that makes a builder the host's only one; released when its holder
+    closes it or exits (the kernel drops an flock with the last descriptor)."""
+
+    path: Path
+    handle: IO[bytes]
+
+    @classmethod
+    def acquire(cls, directory: Path, *, wait: bool) -> BuilderLock | None:
+        """The lock, or None when another builder holds it and `wait` is False."""
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / LOCK_FILE
+        handle = path.open("ab")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            handle.close()
+            return None
+        except BaseException:
+            handle.close()
+            raise
+        handle.truncate(0)
+        handle.write(f"{os.getpid()}\n".encode())
+        handle.flush()
+        return cls(path, handle)
+
+    def release(self) -> None:
+        self.handle.close()
+
+
+class CutBuilder:
+    """Writes the store's cut to the file after every refresh that brought one the file lacks.
+
+    Called on the store's refresher thread (`SnapshotStore.add_listener`): a write delays the
+    next refresh, so cuts committed faster than they are written are coalesced into the newest,
+    which is what serving wants. A failed write is logged and tried again after the next
+    refresh, new cut or not."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.last: CutFileStats | None = None
+        self.last_error: str | None = None
+        self._written: CutFile | None = None
+        self._lock = threading.Lock()
+        self._known = False  # whether `_held` says what the file at `path` holds
+        self._held: int | None = None  # the snapshot id it holds (None: the empty cut)
+
+    def _file_holds(self) -> tuple[bool, int | None]:
+        """Whether a readable file is at `path` already (a builder's restart), and its cut's id."""
+        try:
+            with CutFile.open(self.path, verify=False) as f:
+                return True, f.snapshot_id
+        except (OSError, CutFileError):
+            return False, None
+
+    def __call__(self, snap: Snapshot, swapped: bool) -> None:
+        with self._lock:
+            if not self._known:
+                self._known, self._held = self._file_holds()
+            if self._known and (self._held == snap.snapshot_id or snap.snapshot_id is None):
+                return  # the file has this cut, or a real one where this store has none yet
+            self._write(snap)
+
+    def _write(self, snap: Snapshot) -> None:
+        previous: CutFile | Path | None = self._written
+        if previous is None and self.path.exists():
+            previous = self.path
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            stats = write_cut(snap, self.path, previous)
+            written = CutFile.open(self.path, verify=False)  # ours: the next write's `previous`
+        except Exception as exc:  # kept serving the old file; tried again after the next refresh
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.error("writing the cut file of snapshot %s failed: %s", snap.snapshot_id, self.last_error)
+            return
+        if self._written is not None:
+            self._written.close()
+        self._written, self._known, self._held = written, True, snap.snapshot_id
+        self.last, self.last_error = stats, None
+        log.info("cut %s written to %s: %d topics, %d bodies, %.1f MiB, reused %s, %.2f s (%.2f s CPU)%s",
+                 snap.snapshot_id, self.path, stats.topics, stats.bodies, stats.file_bytes / 2**20, stats.reused,
+                 stats.seconds, stats.cpu_seconds,
+                 f"; previous file not used: {stats.previous_refused}" if stats.previous_refused else "")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._written is not None:
+                self._written.close()
+                self._written = None
+
+
+def builder_store(cfg: Config) -> SnapshotStore:
+    """The Delta-reading store a builder watches the job through (the serving processes' watch)."""
+    return SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000,
+                         retention_ms=cfg.history_retention_ms)
+
+
+class BuilderThread:
+    """A builder inside a process (tests, a server run without the launcher): its own store and
+    refresher thread, the host's lock taken without waiting (None from `start` if another holds it)."""
+
+    def __init__(self, cfg: Config, lock: BuilderLock) -> None:
+        self.lock = lock
+        self.store = builder_store(cfg)
+        self.builder = CutBuilder(cut_path(cfg))
+        self.store.add_listener(self.builder)
+
+    @classmethod
+    def start(cls, cfg: Config) -> BuilderThread | None:
+        lock = BuilderLock.acquire(cut_dir(cfg), wait=False)
+        if lock is None:
+            return None
+        thread = cls(cfg, lock)
+        thread.store.refresh()  # the file exists for the newest cut before `start` returns
+        thread.store.start()
+        return thread
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        self.store.stop(timeout_s)
+        self.builder.close()
+        self.lock.release()
+
+
+def run(cfg: Config, stopping: threading.Event) -> None:
+    """Hold the host's lock, then write a file per cut until `stopping` is set."""
+    lock = BuilderLock.acquire(cut_dir(cfg), wait=True)
+    assert lock is not None
+    log.info("cut builder: %s from %s", cut_path(cfg), cfg.warehouse)
+    store = builder_store(cfg)
+    builder = CutBuilder(cut_path(cfg))
+    store.add_listener(builder)
+    try:
+        store.refresh()
+        store.start()
+        stopping.wait()
+    finally:
+        store.stop(10.0)
+        builder.close()
+        lock.release()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argument_parser("namesrv-cutbuilder", "Writes this host's shared cut file for the serving processes.") \
+        .parse_args(argv)
+    cfg = load_config()
+    setup_logging(cfg.log_format)
+    stopping = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    run(cfg, stopping)
+    log.info("cut builder stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
