@@ -180,6 +180,35 @@ def cut_builder(cfg: Config) -> list[Child]:
     return [kid]
 
 
+def builder_lock(cfg: Config) -> Path:
+    """`snapshots.cutbuilder`'s lock file (named here: importing that module would load Delta's and
+    Arrow's libraries into the launcher)."""
+    return cfg.data_dir / "cuts" / "builder.lock"
+
+
+def wait_for_builder(cfg: Config, builder: Child, timeout_s: float) -> bool:
+    """Whether the builder holds the host's lock (its pid written in the lock file) within
+    `timeout_s`: a server that starts while no builder holds it writes the file itself."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if builder.proc is None or builder.proc.poll() is not None:
+            return False
+        try:
+            if builder_lock(cfg).read_text().strip() == str(builder.proc.pid):
+                return True
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def _await_builder(cfg: Config, kids: list[Child]) -> None:
+    builder = next((kid for kid in kids if kid.name == "cutbuilder"), None)
+    if builder is not None and not wait_for_builder(cfg, builder, 30):
+        log.warning("the cut builder did not take %s within 30 s; a server started now writes the cut file "
+                    "itself (see %s)", builder_lock(cfg), builder.log_path)
+
+
 def host_children(cfg: Config) -> list[Child]:
     """What this host's launcher supervises: `children`, and the cut builder before the servers
     it writes for (they wait for its first file), after the job it follows."""
@@ -263,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     for kid in early:
         kid.start()
         log.info("%-8s %s (log %s)", kid.name, kid.banner, kid.log_path)
+    _await_builder(cfg, kids)
     if any(kid.name == "kafka" for kid in kids):
         wait_for_port(cfg.kafka_embedded_port, 90)
         ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions, retention_configs(cfg))

@@ -1,7 +1,8 @@
 """`python -m remoting`: the RocketMQ remoting front on NAMESRV_REMOTING_HOST:NAMESRV_REMOTING_PORT.
 
-Its own SnapshotStore (refreshed on a background thread, as in the HTTP server) and its own
-Kafka producer; started and supervised by the launcher beside the HTTP server.
+Its own SnapshotStore over the host's shared cut file (refreshed on a background thread, as in
+the HTTP server; `snapshots.cutbuilder.serving_store`) and its own Kafka producer; started and
+supervised by the launcher beside the HTTP server and the host's cut builder.
 """
 
 from __future__ import annotations
@@ -36,15 +37,13 @@ def configuration_problem(cfg: Config) -> str | None:
 
 
 def build_front(cfg: Config, *, store: SnapshotStore | None = None) -> Front:
-    """The front over `store`, or over its own store of `cfg.warehouse` refreshed on a thread."""
+    """The front over `store`, or over its own store of the host's cut file refreshed on a thread."""
     from eventlog.journal import AdminJournal
     from eventlog.publisher import EventPublisher
     metrics = RemotingMetrics(codes.REQUEST_CODES)
     if store is None:
-        from snapshots.reader import SnapshotReader
-        store = SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000,
-                              retention_ms=cfg.history_retention_ms,
-                              metrics=SnapshotMetrics(metrics.registry, prefix="namesrv_remoting_snapshot"))
+        from snapshots.cutbuilder import serving_store
+        store = serving_store(cfg, metrics=SnapshotMetrics(metrics.registry, prefix="namesrv_remoting_snapshot"))
         store.refresh()
         store.start()
     journal = AdminJournal(cfg.warehouse)

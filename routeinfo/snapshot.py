@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import operator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -31,6 +32,21 @@ ROW_ORDER: dict[str, tuple[str, ...]] = {
 
 def _in_order(table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=operator.itemgetter(*ROW_ORDER[table]))
+
+
+class SharedCut(Protocol):
+    """The host's mapped cut file as the reads use it (`snapshots.cutfile.CutFile`): pre-encoded
+    bodies handed out as views of the mapping, the topic names, and each group's topics."""
+
+    def route_body(self, topic: str) -> memoryview | None: ...
+
+    def cluster_info_body(self) -> memoryview: ...
+
+    def topic_names(self) -> Iterator[str]: ...
+
+    def topics_of_group(self, broker_name: str) -> list[str]: ...
+
+    def __contains__(self, topic: object) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -61,6 +77,10 @@ class Snapshot:
     # a fleet's connections closing together each ask, and a scan of the fleet per close held the
     # remoting front for minutes at 100,000 brokers.
     holders: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict, compare=False, repr=False)
+    # The mapped cut file this cut is served from (a serving process's newest cut: snapshots.mapped),
+    # or None for a cut loaded from Delta (the builder's, history's, the tests'): the reads answer
+    # from the mapping when there is one (route_reads).
+    cut: SharedCut | None = field(default=None, compare=False, repr=False)
 
     @staticmethod
     def empty() -> Snapshot:

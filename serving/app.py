@@ -19,8 +19,7 @@ from serving import admin, cluster, dashboard, errors, health, history, kv, life
 from serving.context import stamp_snapshot
 from serving.fastpath import RouteBodies
 from serving.metrics import ServedCutCollector
-from snapshots.reader import SnapshotReader
-from snapshots.store import SnapshotStore
+from snapshots.cutbuilder import serving_store
 
 
 class AnythingConverter(PathConverter):
@@ -36,9 +35,8 @@ def create_app(cfg: Config) -> Flask:
     app.url_map.converters["anything"] = AnythingConverter
     app.config["MAX_CONTENT_LENGTH"] = 1024 * 1024
     m = ServerMetrics()
-    snapshots = SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000,
-                              retention_ms=cfg.history_retention_ms, metrics=SnapshotMetrics(m.registry),
-                              max_staleness_ms=cfg.max_staleness_ms)
+    # the host's cut file; its first refresh (`lifecycle.start`) builds it here if no builder runs
+    snapshots = serving_store(cfg, metrics=SnapshotMetrics(m.registry), max_staleness_ms=cfg.max_staleness_ms)
     lag = LagProbe(cfg.bootstrap, cfg.kafka_topic)  # connects on the first scrape
     m.registry.register(ServedCutCollector(snapshots, lag))
     publisher = ReconnectingPublisher(  # connects on the first write

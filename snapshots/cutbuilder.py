@@ -9,7 +9,7 @@ incrementally against the one it replaces, renamed atomically over `<data dir>/c
 
 One builder per host: a builder holds an exclusive lock on `<data dir>/cuts/builder.lock` for its
 life, so a second one (a restart racing the old process's exit, or an in-process builder of a
-standalone server) waits for the lock instead of writing beside it. The launcher starts this
+standalone server, `InProcessBuilder`) waits for the lock instead of writing beside it. The launcher starts this
 process once per serving host, before the serving processes, and restarts it if it dies; while
 it is down the serving processes keep answering from the last file.
 """
@@ -30,6 +30,7 @@ from conf import Config, load_config
 from conf.logs import setup_logging
 from conf.version import argument_parser
 from routeinfo.snapshot import Snapshot
+from schemas.metrics import SnapshotMetrics
 from snapshots.cutfile import CutFile, CutFileError, CutFileStats, write_cut
 from snapshots.reader import SnapshotReader
 from snapshots.store import SnapshotStore
@@ -148,30 +149,67 @@ def builder_store(cfg: Config) -> SnapshotStore:
                          retention_ms=cfg.history_retention_ms)
 
 
-class BuilderThread:
-    """A builder inside a process (tests, a server run without the launcher): its own store and
-    refresher thread, the host's lock taken without waiting (None from `start` if another holds it)."""
+class InProcessBuilder:
+    """A builder inside a serving process whose host has none (a server run without the launcher,
+    the tests' in-process servers): no thread of its own; the serving store's refresher runs it
+    before each look at the file (`SnapshotStore(builder=...)`), so the file is the newest cut's by
+    the time the store maps it. Holds the host's lock, taken without waiting."""
 
     def __init__(self, cfg: Config, lock: BuilderLock) -> None:
         self.lock = lock
         self.store = builder_store(cfg)
         self.builder = CutBuilder(cut_path(cfg))
         self.store.add_listener(self.builder)
+        self._guard = threading.Lock()
+        self._stopped = False
 
     @classmethod
-    def start(cls, cfg: Config) -> BuilderThread | None:
+    def start(cls, cfg: Config) -> InProcessBuilder | None:
+        """The host's builder in this process, its first file written; None if another holds the lock."""
         lock = BuilderLock.acquire(cut_dir(cfg), wait=False)
         if lock is None:
             return None
-        thread = cls(cfg, lock)
-        thread.store.refresh()  # the file exists for the newest cut before `start` returns
-        thread.store.start()
-        return thread
+        built = cls(cfg, lock)
+        built.refresh()
+        return built
+
+    @property
+    def error(self) -> str | None:
+        """Why the last refresh could not bring the newest cut to the file (None: it did)."""
+        return self.store.last_error or self.builder.last_error
+
+    def refresh(self) -> None:
+        """Follow the job one step (`SnapshotStore.refresh`: its listener writes a new cut's file)."""
+        with self._guard:
+            if not self._stopped:
+                self.store.refresh()
 
     def stop(self, timeout_s: float | None = None) -> None:
-        self.store.stop(timeout_s)
-        self.builder.close()
-        self.lock.release()
+        """Close the file and give the lock back, after a refresh under way."""
+        with self._guard:
+            self._stopped = True
+            self.builder.close()
+            self.lock.release()
+
+
+def own_builder(cfg: Config) -> InProcessBuilder | None:
+    """A builder in this serving process when the host has none (a server run without the
+    launcher, the tests' in-process servers); None when one holds the lock (the launcher's)."""
+    built = InProcessBuilder.start(cfg)
+    if built is not None:
+        log.info("no cut builder holds %s: this process writes the host's cut file %s itself",
+                 built.lock.path, cut_path(cfg))
+    return built
+
+
+def serving_store(cfg: Config, *, metrics: SnapshotMetrics | None = None,
+                  max_staleness_ms: int | None = None) -> SnapshotStore:
+    """A serving process's store: the host's cut file, mapped (`snapshots.mapped`); at its first
+    refresh it writes that file itself if no builder runs on the host (`own_builder`). History and
+    time travel read Delta through the same store's reader, as before."""
+    return SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000,
+                         retention_ms=cfg.history_retention_ms, metrics=metrics, max_staleness_ms=max_staleness_ms,
+                         cut_file=cut_path(cfg), builder=lambda: own_builder(cfg))
 
 
 def run(cfg: Config, stopping: threading.Event) -> None:

@@ -30,6 +30,9 @@ What the file holds
   had, so neither does the file: filter_server rows carry no `brokerName`, namesrv_config holds
   every runtime switch (defaults included, scope "namesrv"), and the `snapshots` row has no
   batchId or eventCount.
+  Beside them, `"orphanQueues"`: the QueueDatas of the topics without a route body, the one
+  thing about a topic its body cannot tell (a body's `queueDatas` are the topic's whole), so a
+  reader has every topic's QueueDatas from the file (`snapshots.mapped.FileTopics`).
 * What an incremental write needs to reuse this file's work safely (below).
 
 Layout (version 1): little-endian, fixed widths, every section 8-byte aligned
@@ -133,6 +136,7 @@ from schemas import events as ev
 from schemas import tables as t
 
 MAGIC = b"RMQNSCUT"
+ORPHANS = "orphanQueues"  # the rest's key of the QueueDatas of topics without a route body
 FORMAT_VERSION = 1
 NO_BODY = 0xFFFFFFFF
 NO_ID = -1  # snapshot_id / commit_time of a cut without a snapshots row
@@ -447,6 +451,19 @@ def rest_of(snap: Snapshot) -> dict[str, Any]:
     return {"snapshot": row, "tables": tables}
 
 
+def _orphans(snap: Snapshot, sections: Mapping[str, Section]) -> dict[str, list[dict[str, Any]]]:
+    """The QueueDatas of the topics without a route body (queue rows, but no BrokerData for any
+    of them): the one thing about a topic its body cannot tell a reader (`snapshots.mapped`)."""
+    body_of = np.frombuffer(sections["body_of"], "<u4")
+    missing = np.flatnonzero(body_of == NO_BODY)
+    if not len(missing):
+        return {}
+    name_off = np.frombuffer(sections["name_off"], "<u4")
+    names = bytes(sections["names"])
+    found = (names[name_off[e]:name_off[e + 1]].decode() for e in missing.tolist())
+    return {name: [dict(q) for q in snap.topics[name]] for name in found}
+
+
 # ---------------------------------------------------------------- the writer
 
 
@@ -615,7 +632,8 @@ def write_cut(snap: Snapshot, path: Path, previous: CutFile | Path | None = None
         else:
             sections, counts = _encode_index(snap, q, prev)
             reused = "parts" if counts["reused_bodies"] or counts["reused_hashes"] else "none"
-        rest = json.dumps(rest_of(snap), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        rest = json.dumps({**rest_of(snap), ORPHANS: _orphans(snap, sections)}, sort_keys=True,
+                          separators=(",", ":"), ensure_ascii=False).encode()
         sections["cluster_info"] = route_reads.cluster_info_body(snap)
         sections["rest"] = rest
         header = {"snapshot_id": NO_ID if snap.snapshot_id is None else snap.snapshot_id,
@@ -840,6 +858,16 @@ class CutFile:
                 return int(e)
             s = (s + 1) & mask
         raise CutFileError(f"{self.path}: corrupted: no empty slot in {self.capacity}")
+
+    def body(self, b: int) -> memoryview | None:
+        """Body number `b` (None for NO_BODY): what `topic_bodies` numbers."""
+        return self._body(b)
+
+    def topic_bodies(self) -> Iterator[tuple[str, int]]:
+        """Every topic with its body number (NO_BODY: no route), in name order: a walk over the
+        whole cut decodes each distinct body once, not once per topic."""
+        for e in range(self.topic_count):
+            yield self._name(e), int(self._body_of[e])
 
     def _body(self, b: int) -> memoryview | None:
         if b == NO_BODY:

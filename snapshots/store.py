@@ -1,7 +1,12 @@
 """The served cut, and the thread that swaps in newer ones as the job commits them.
 
 Loading happens on a background thread; a request only dereferences `SnapshotStore.current`, so it
-never waits on a load. Readiness and read-your-writes are told from the cut and the job's records
+never waits on a load. A store either loads each cut from Delta itself (the cut builder's, the
+tools') or, given the host's cut file (`cut_file`: what the serving processes do), maps the file
+the host's builder writes (`snapshots.mapped`) and re-maps it when the builder renames a new one
+over it: no Delta and no Arrow on that path, and a lookup holds one mapping from start to end.
+A missing or damaged file is the store's readiness problem (`not_ready` names it); such a store
+never loads the cut from Delta instead. Readiness and read-your-writes are told from the cut and the job's records
 (`snapshots.freshness`), past cuts come from a reader of their own (`snapshots.history`). Flask-free:
 the HTTP server, the remoting front and the tools use it.
 """
@@ -12,14 +17,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from conf.memory import release_memory
 from routeinfo.snapshot import Snapshot
 from schemas.metrics import SnapshotMetrics
 from schemas.progress import PROGRESS_FILE, read_job_start, read_progress
 from snapshots import freshness
+from snapshots.cutfile import CutFile, CutFileError
 from snapshots.history import History
+from snapshots.mapped import FileMark, file_mark, mapped_snapshot
 from snapshots.reader import LockedReader, SnapshotReader
 
 log = logging.getLogger(__name__)
@@ -37,14 +45,30 @@ RELEASE_AFTER_ROWS = 100_000  # topic_queue rows above which a reload gives its 
 RELEASE_EVERY_S = 30.0
 
 
+class OwnedBuilder(Protocol):
+    """A cut builder run by this store's refresher and stopped with it (`snapshots.cutbuilder`)."""
+
+    def refresh(self) -> None: ...
+
+    def stop(self, timeout_s: float | None = None) -> None: ...
+
+    @property
+    def error(self) -> str | None: ...
+
+
 class SnapshotStore:
     """Holds the served snapshot; a daemon thread swaps in newer cuts as they are committed."""
 
     FULL_SCAN_S = 5.0  # longest a cut announced only by the `snapshots` table waits to be seen
 
     def __init__(self, reader: SnapshotReader, refresh_interval_s: float, *, retention_ms: int,
-                 metrics: SnapshotMetrics | None = None, max_staleness_ms: int | None = None) -> None:
-        """`max_staleness_ms`: how long the store may go unread before `not_ready` says so (None: no bound)."""
+                 metrics: SnapshotMetrics | None = None, max_staleness_ms: int | None = None,
+                 cut_file: Path | None = None, builder: Callable[[], OwnedBuilder | None] | None = None) -> None:
+        """`max_staleness_ms`: how long the store may go unread before `not_ready` says so (None: no bound).
+        `cut_file`: serve the cut the host's builder writes there (module docstring); `builder`: called
+        at the first refresh, it may start a builder in this process (`snapshots.cutbuilder`: when
+        none holds the host's lock), which every later refresh then runs first, on the same
+        thread, and which is stopped with the store."""
         self.reader = reader
         self.metrics = metrics
         self.refresh_interval_s = refresh_interval_s
@@ -62,6 +86,11 @@ class SnapshotStore:
         self._last_scan = float("-inf")
         self._released = float("-inf")  # when a reload last gave memory back (monotonic)
         self._listeners: list[Callable[[Snapshot, bool], None]] = []
+        self.cut_file = cut_file
+        self.cut_problem: str | None = None  # why the cut file cannot be served (None: it can, or no file is used)
+        self._cut_mark: FileMark | None = None  # the file last mapped (or refused)
+        self._start_builder = builder
+        self._builder: OwnedBuilder | None = None
         self.history = History(reader.warehouse, retention_ms, lambda: self.current)
 
     @property
@@ -72,8 +101,16 @@ class SnapshotStore:
     def refresh(self) -> bool:
         """Load the newest cut if it is newer than the served one; True if a swap happened."""
         with self._lock:
+            if self._start_builder is not None:  # before the first look at the file: it writes it
+                start, self._start_builder = self._start_builder, None
+                self._builder = start()
+            elif self._builder is not None:
+                self._builder.refresh()
             started = time.perf_counter()
             swapped = self._refresh()
+            if self._builder is not None and self._builder.error is not None and self.last_error is None:
+                # this process writes the file: its failure to is this store's (the last good cut stays)
+                self.last_error = f"the cut builder: {self._builder.error}"
             if self.metrics is not None:
                 self.metrics.observe(time.perf_counter() - started, ok=self.last_error is None, swapped=swapped)
         if swapped:
@@ -110,9 +147,9 @@ class SnapshotStore:
         return freshness.includes(self.served_mark(), coords, mark)
 
     def not_ready(self) -> str | None:
-        """Why this server should not take traffic (None: ready; `freshness.not_ready`, then
-        `freshness.too_stale`)."""
-        return freshness.not_ready(self.current, self.progress, self.job_started) or \
+        """Why this server should not take traffic (None: ready; the cut file's problem, then
+        `freshness.not_ready`, then `freshness.too_stale`)."""
+        return self.cut_problem or freshness.not_ready(self.current, self.progress, self.job_started) or \
             freshness.too_stale(self.current, self.staleness_ms(), self.max_staleness_ms)
 
     def staleness_ms(self) -> int | None:
@@ -121,6 +158,8 @@ class SnapshotStore:
         return None if self.last_check is None else max(0, int((time.time() - self.last_check) * 1000))
 
     def _refresh(self) -> bool:
+        if self.cut_file is not None:
+            return self._refresh_mapped(self.cut_file)
         try:
             self.progress = read_progress(self.reader.warehouse)
             self.job_started = read_job_start(self.reader.warehouse)
@@ -151,6 +190,37 @@ class SnapshotStore:
             # the old index and the load's buffers, once requests drop them; no garbage collection,
             # which would hold the GIL from the answering loop for the whole heap's walk
             release_memory(collect=False)
+        return True
+
+    def _refresh_mapped(self, path: Path) -> bool:
+        """Map the cut file when it is not the one mapped already (a new inode, size or mtime)."""
+        try:
+            self.progress = read_progress(self.reader.warehouse)
+            self.job_started = read_job_start(self.reader.warehouse)
+        except Exception as exc:  # the job's records are unreadable; the served cut stays
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return False
+        self.last_check = time.time()
+        self.last_error = None
+        mark = file_mark(path)
+        if mark is None:
+            self._cut_mark = None
+            self.cut_problem = (f"no cut file at {path}: the host's cut builder (python -m snapshots.cutbuilder, "
+                                "started by the launcher) writes it")
+            return False
+        if mark == self._cut_mark:
+            if self.cut_problem is not None:
+                self.last_error = self.cut_problem
+            return False
+        self._cut_mark = mark
+        try:
+            snap = mapped_snapshot(CutFile.open(path))
+        except (OSError, CutFileError, ValueError, KeyError, TypeError) as exc:
+            self.cut_problem = self.last_error = f"the cut file {path} cannot be served: {type(exc).__name__}: {exc}"
+            log.error("%s; still serving cut %s", self.cut_problem, self.current.snapshot_id)
+            return False
+        self.cut_problem = None
+        self.current = snap  # atomic reference swap; the old mapping goes with its last answer
         return True
 
     def _announced_cut(self) -> dict[str, Any] | None:
@@ -221,11 +291,11 @@ class SnapshotStore:
         way). True once it has ended (or never ran); the thread is a daemon either way."""
         self._stop.set()
         self._poke.set()
-        if self._thread is None:
-            return True
-        if timeout_s is not None:
+        if self._thread is not None and timeout_s is not None:
             self._thread.join(timeout_s)
-        return not self._thread.is_alive()
+        if self._builder is not None:
+            self._builder.stop(timeout_s)
+        return self._thread is None or not self._thread.is_alive()
 
     def _run(self) -> None:
         """Refresh when poked, every refresh interval, and as soon as the job rewrites its progress
@@ -234,7 +304,7 @@ class SnapshotStore:
         changed_at = time.monotonic()
         seen = None
         while not self._stop.is_set():
-            mark = self._progress_mark()
+            mark = self._watch_mark()
             if mark != seen:
                 seen, changed_at = mark, time.monotonic()
             self.refresh()
@@ -244,8 +314,13 @@ class SnapshotStore:
                 if self._poke.wait(min(watch, max(0.0, due - time.monotonic()))):
                     self._poke.clear()
                     break
-                if time.monotonic() >= due or self._progress_mark() != seen:
+                if time.monotonic() >= due or self._watch_mark() != seen:
                     break
+
+    def _watch_mark(self) -> tuple[FileMark | None, FileMark | None]:
+        """What the refresher watches: the progress record, and the cut file when serving one
+        (the builder renames a new one over it after the job's record changed)."""
+        return self._progress_mark(), None if self.cut_file is None else file_mark(self.cut_file)
 
     def _progress_mark(self) -> tuple[int, int, int] | None:
         """Identifies the progress record's current version (it is replaced by a rename)."""

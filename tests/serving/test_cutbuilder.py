@@ -88,19 +88,19 @@ def test_the_builder_process_writes_the_newest_cut_and_replaces_it_when_the_job_
 def test_a_restarted_builder_keeps_a_file_that_holds_the_newest_cut_and_writes_the_empty_cut_once(tmp_path):
     cfg = load_config({"NAMESRV_DATA_DIR": str(tmp_path)})
     path = cutbuilder.cut_path(cfg)
-    empty = cutbuilder.BuilderThread.start(cfg)  # no warehouse yet: the empty cut, so servers answer as before
-    assert empty is not None and cutbuilder.BuilderThread.start(cfg) is None  # one builder per host
+    empty = cutbuilder.InProcessBuilder.start(cfg)  # no warehouse yet: the empty cut, so servers answer as before
+    assert empty is not None and cutbuilder.InProcessBuilder.start(cfg) is None  # one builder per host
     empty.stop(5)
     assert _file(path)[1] is None
 
     d = SinkDriver(tmp_path / "delta")
     d.run_batch([reg("cb-b", 0, "127.0.0.1:36912", tps=topics("CbOther"))], int(time.time() * 1000))
-    built = cutbuilder.BuilderThread.start(cfg)
+    built = cutbuilder.InProcessBuilder.start(cfg)
     assert built is not None
     built.stop(5)
     ino, held = _file(path)
     assert held == _newest(tmp_path).snapshot_id and built.builder.last is not None
-    again = cutbuilder.BuilderThread.start(cfg)
+    again = cutbuilder.InProcessBuilder.start(cfg)
     assert again is not None
     again.stop(5)
     assert _file(path) == (ino, held) and again.builder.last is None  # not written again
