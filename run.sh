@@ -5,6 +5,7 @@
 #   ./run.sh check [args]    the fast loop: lint, types and the unit tests only (seconds; args go to pytest)
 #   ./run.sh compat [args]   the whole compatibility matrix (RocketMQ 4.9, 5.3, 5.5); writes docs/compatibility.md
 #   ./run.sh multihost [args]  the multi-host bed and its fault tests (network namespaces; root; about 8 minutes)
+#   ./run.sh faults [args]   the one-host crash and fault tests (kills, a wiped log, supervision; about 6 minutes)
 #   ./run.sh cluster up|down|status  the multi-host bed to try: a Kafka cluster and HDFS on their own hosts
 #   ./run.sh docs            serve the documentation site (docs/, mkdocs.yml) on http://127.0.0.1:8000
 #   ./run.sh admin ...       the admin CLI (mqadmin's NameServer commands + time travel; ./run.sh admin --help)
@@ -117,6 +118,7 @@ case "$cmd" in
   check)    setup; static_checks; exec "$VENV/bin/python" -m pytest -q -m "not integration" tests "$@" ;;
   compat)   setup; exec "$VENV/bin/python" -m pytest --compat tests/compat "$@" ;;
   multihost) setup; exec "$VENV/bin/python" -m pytest --multihost tests/multihost "$@" ;;
+  faults)   setup; exec "$VENV/bin/python" -m pytest --faults -m faults tests "$@" ;;
   cluster)  setup; exec "$VENV/bin/python" -m ops.cluster "$@" ;;
   docs)     setup; NO_MKDOCS_2_WARNING=1 exec "$VENV/bin/mkdocs" serve -a 127.0.0.1:8000 "$@" ;;
   simulate) setup; exec "$VENV/bin/python" -m fleet.simulator "$@" ;;
@@ -125,6 +127,6 @@ case "$cmd" in
   soak)     setup; exec "$VENV/bin/python" -m fleet.soak "$@" ;;
   bench)    setup; bench_tools; exec "$VENV/bin/python" -m bench "$@" ;;
   setup)    setup; echo "run.sh: ready ($VENV)" ;;
-  -h|--help|help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) die "unknown command '$cmd' (try: ./run.sh, ./run.sh test, ./run.sh check, ./run.sh compat, ./run.sh admin --help, ./run.sh simulate --help, ./run.sh rocketmq --help)" ;;
+  -h|--help|help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) die "unknown command '$cmd' (try: ./run.sh, ./run.sh test, ./run.sh check, ./run.sh compat, ./run.sh faults, ./run.sh admin --help, ./run.sh simulate --help, ./run.sh rocketmq --help)" ;;
 esac

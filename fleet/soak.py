@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
                       ["tests/routing/test_malformed_differential.py"],
                       {"NAMESRV_MALFORMED_EXAMPLES": str(args.malformed), "NAMESRV_MALFORMED_SEED": str(seed)})
         if args.malformed else None,
-        "crash safety": (f"crash safety with {args.kills} kills", ["tests/recovery/test_crash_safety.py"],
+        "crash safety": (f"crash safety with {args.kills} kills", ["--faults", "tests/recovery/test_crash_safety.py"],
                          {"NAMESRV_CRASH_KILLS": str(args.kills)}) if args.kills else None,
     }
     stages = (["fleet"] if args.minutes > 0 else []) + [name for name, stage in later.items() if stage]

@@ -26,6 +26,8 @@ OPT_IN = {
               "reached every cell, write docs/compatibility.md",
     "multihost": "also run the multi-host bed and its fault tests (tests marked multihost; ./run.sh multihost): "
                  "hosts as Linux network namespaces, root needed",
+    "faults": "also run the one-host crash and fault tests (tests marked faults; ./run.sh faults): the job killed "
+              "at random and at each commit point, Kafka's log wiped, the launcher's children killed",
 }
 
 

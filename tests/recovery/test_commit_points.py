@@ -24,7 +24,7 @@ from schemas.progress import covers, read_progress
 from tests.harness import Pipeline
 from tests.helpers import reg, topics, unreg
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 POINTS = ("before:dead_letter", "before:topic_queue", "before:broker_addr", "before:cluster_addr",
           "before:broker_live", "before:kv_config", "before:route_changes", "before:snapshots", "before:progress",

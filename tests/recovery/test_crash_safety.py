@@ -27,7 +27,7 @@ from snapshots.reader import SnapshotReader
 from tests.helpers import DEFAULTS, norm, topics
 from tests.model.namesrv_model import NamesrvModel
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
 KILLS = int(os.environ.get("NAMESRV_CRASH_KILLS", "3"))  # `./run.sh soak --kills 50` raises it
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

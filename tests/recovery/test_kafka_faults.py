@@ -13,7 +13,7 @@ from ops.net import free_port
 from tests.harness import Pipeline
 from tests.helpers import hb, reg, topics
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 
 def test_broker_restart_with_wiped_log(spark, tmp_path, figures):

@@ -24,7 +24,7 @@ from remoting.client import RemotingClient
 from remoting.replies import SNAPSHOT_EXT
 from tests.helpers import DEFAULTS, reg, topics, wait
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
 ROOT = Path(__file__).resolve().parents[2]
 
 

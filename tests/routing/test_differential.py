@@ -23,7 +23,7 @@ from tests.differential.bed import STEPS, Outcome, Side, Universe, clusters_of, 
 from tests.harness import REMOTING_AK, REMOTING_SK, FrontThread
 
 pytestmark = pytest.mark.integration
-SEQUENCES = int(os.environ.get("NAMESRV_DIFF_SEQUENCES", "200"))
+SEQUENCES = int(os.environ.get("NAMESRV_DIFF_SEQUENCES", "120"))  # per line; the default run's budget
 SIGNED = {"access_key": REMOTING_AK, "secret_key": REMOTING_SK}
 _names = itertools.count(int(os.environ.get("NAMESRV_DIFF_FIRST", "1")))
 
