@@ -329,7 +329,7 @@ def _string(buf: bytes, pos: int, width: int, end: int | None = None) -> tuple[s
 # ---------------------------------------------------------------- encoding
 
 def encode_response(opaque: int, code: int, *, remark: str | None = None, ext: dict[str, str] | None = None,
-                    body: bytes = b"") -> bytes:
+                    body: bytes | memoryview = b"") -> bytes:
     """An answer as a Java NameServer of the newest line (5.5.0) writes it: a JSON header with
     fastjson2's field order (alphabetical, nulls omitted) and escaping (Python's with
     ensure_ascii off is byte for byte the same), `language` JAVA, the response flag set."""
@@ -337,10 +337,10 @@ def encode_response(opaque: int, code: int, *, remark: str | None = None, ext: d
 
 
 def encode_response_parts(opaque: int, code: int, *, remark: str | None = None, ext: dict[str, str] | None = None,
-                          body: bytes = b"") -> tuple[bytes, bytes]:
+                          body: bytes | memoryview = b"") -> tuple[bytes, bytes | memoryview]:
     """`encode_response` as (everything before the body, the body itself): a body shared by many
-    answers (a cut's cluster info, pre-encoded once) is then written as that one object, not
-    copied into each answer."""
+    answers (a cut's cluster info, pre-encoded once; any body of the shared cut file, a view of
+    its mapping) is then written as that one object, not copied into each answer."""
     return _response_head(opaque, code, remark, ext, len(body)), body
 
 

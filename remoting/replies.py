@@ -23,7 +23,7 @@ class Reply:
     code: int
     remark: str | None = None
     ext: dict[str, str] | None = None  # None: no extFields key at all (createResponseCommand(null))
-    body: bytes = b""
+    body: route_reads.Body = b""  # a view of the shared cut file for the cut's own bodies
 
 
 # extFields key naming the cut a read was answered from (RocketMQ's clients ignore keys they do not
@@ -36,7 +36,7 @@ def stamped(reply: Reply, snap: Snapshot) -> Reply:
 
 
 def ok(body: Any = None, *, ext: dict[str, str] | None = None) -> Reply:
-    data = b"" if body is None else body if isinstance(body, bytes) else route_reads.encode_body(body)
+    data = b"" if body is None else body if isinstance(body, (bytes, memoryview)) else route_reads.encode_body(body)
     return Reply(codes.SUCCESS, ext=ext, body=data)
 
 
@@ -45,21 +45,23 @@ def error(code: int, remark: str) -> Reply:
 
 
 def get_route(snap: Snapshot, ext: Mapping[str, str]) -> Reply:
-    """105: the route (standard JSON: quoted keys, which every Java client parses), or 17."""
+    """105: the route (standard JSON: quoted keys, which every Java client parses), or 17. The
+    file's body as is; with the client's zone, that body decoded, filtered and encoded again."""
     topic = ext.get("topic") or ""
     zone = ext.get("__ZONE_NAME") if (ext.get("__ZONE_MODE") or "").lower() == "true" else None
+    body: route_reads.Body | None
     if zone:
         route = route_reads.topic_route(snap, topic, zone=zone)
         body = None if route is None else route_reads.encode_body(route)
     else:
-        body = route_reads.route_body(snap, topic)
+        body = route_reads.route_view(snap, topic)
     if body is None:
         return error(codes.TOPIC_NOT_EXIST, codes.topic_not_exist(topic))
     return ok(body)
 
 
 def cluster_info(snap: Snapshot, ext: Mapping[str, str]) -> Reply:
-    return ok(route_reads.cluster_info_body(snap))
+    return ok(route_reads.cluster_info_view(snap))
 
 
 def _listed(build: Callable[[], dict[str, Any]]) -> Reply:
