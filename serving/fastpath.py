@@ -1,11 +1,12 @@
-"""WSGI middleware: a repeated GET /topics/<topic>/route answered from the served cut's
-serialized bodies without entering Flask.
+"""WSGI middleware: GET /topics/<topic>/route answered from the served cut's encoded bodies
+without entering Flask.
 
 Clients ask for the same topics' routes over and over (every producer and consumer, every
-30 s); Flask's routing, request and response objects cost more than the answer itself. Only
-a plain lookup (no query string: no `zone`, no time travel) whose body the current cut
-already holds takes this path; everything else, the first lookup of a topic included, goes
-through the Flask app, which stores the body (serving.routes).
+30 s); Flask's routing, request and response objects cost more than the answer itself. A plain
+lookup (no query string: no `zone`, no time travel) of a topic the cut has takes this path: from
+the shared cut file, every topic, its first lookup included; from a cut loaded from Delta, those
+whose body an earlier lookup stored (serving.routes). A name that is not plain ASCII or holds a
+slash goes through Flask, which decodes the path as the WSGI server could not and routes no slash.
 """
 
 from __future__ import annotations
@@ -46,10 +47,17 @@ class RouteBodies:
                 and path.startswith(_PREFIX) and path.endswith(_SUFFIX)):
             topic = path[len(_PREFIX):-len(_SUFFIX)]
             snap = self.snapshots.current
-            body = route_reads.cached_route_body(snap, topic)
+            body = self._body(snap, topic) if topic.isascii() and "/" not in topic else None
             if body is not None:
                 environ[ENDPOINT_KEY] = FAST_PATH_ENDPOINT
                 start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
                                           *cut_headers(snap, self.snapshots)])
                 return [body]
         return self.app(environ, start_response)
+
+    @staticmethod
+    def _body(snap: Snapshot, topic: str) -> bytes | None:
+        """The topic's body from the mapping (copied: a WSGI server takes bytes), or one stored."""
+        if snap.cut is not None:
+            return route_reads.route_body(snap, topic)
+        return route_reads.cached_route_body(snap, topic)
