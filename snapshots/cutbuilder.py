@@ -100,9 +100,10 @@ class CutBuilder:
         self._held: int | None = None  # the snapshot id it holds (None: the empty cut)
 
     def _file_holds(self) -> tuple[bool, int | None]:
-        """Whether a readable file is at `path` already (a builder's restart), and its cut's id."""
+        """Whether a sound file is at `path` already (a builder's restart), and its cut's id: checked
+        whole (its CRC-32), since a file kept here is what every serving process maps."""
         try:
-            with CutFile.open(self.path, verify=False) as f:
+            with CutFile.open(self.path) as f:
                 return True, f.snapshot_id
         except (OSError, CutFileError):
             return False, None

@@ -104,3 +104,20 @@ def test_a_restarted_builder_keeps_a_file_that_holds_the_newest_cut_and_writes_t
     assert again is not None
     again.stop(5)
     assert _file(path) == (ino, held) and again.builder.last is None  # not written again
+
+
+def test_a_restarted_builder_rewrites_a_damaged_file_of_the_newest_cut(tmp_path):
+    cfg = load_config({"NAMESRV_DATA_DIR": str(tmp_path)})
+    d = SinkDriver(tmp_path / "delta")
+    d.run_batch([reg("cb-d", 0, "127.0.0.1:36913", tps=topics("CbDamaged"))], int(time.time() * 1000))
+    built = cutbuilder.InProcessBuilder.start(cfg)
+    assert built is not None
+    built.stop(5)
+    path = cutbuilder.cut_path(cfg)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF  # the header still names the newest cut; a body byte is not what was written
+    path.write_bytes(bytes(data))
+    again = cutbuilder.InProcessBuilder.start(cfg)
+    assert again is not None
+    again.stop(5)
+    assert again.builder.last is not None and _file(path)[1] == _newest(tmp_path).snapshot_id
