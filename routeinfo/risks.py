@@ -251,16 +251,17 @@ def _segments(codes: npt.NDArray[np.int64], write: npt.NDArray[np.bool_], starts
 def _arrow_topology(snap: Snapshot, idx: TopicIndex) -> tuple[dict[str, _TopicFacts], dict[str, bool]]:
     """Topic facts and per-group 'has a writable queue' over a TopicIndex's sorted columns.
 
-    Reads the index's columns directly (the index keeps them private; see the module's report)."""
+    Reads the index's own columns (`TopicIndex.columns`), read-only."""
     n = idx.row_count()
-    groups: list[str] = idx._brokers  # the index's own columns, read-only
+    cols = idx.columns()
+    groups: list[str] = cols.brokers
     writer, zone_of, zones = _group_tables(snap, groups)
     if not n:
         return dict.fromkeys(_TOPIC_KINDS, _NO_FACTS), {}
-    topic: pa.Array = idx._topic
-    codes = np.asarray(idx._broker_codes, dtype=np.int64)
-    perm = idx._int_columns["perm"]
-    wq = idx._int_columns["writeQueueNums"]
+    topic: pa.Array = cols.topic
+    codes = np.asarray(cols.broker_codes, dtype=np.int64)
+    perm = cols.ints["perm"]
+    wq = cols.ints["writeQueueNums"]
     perm_w = (perm & PERM_WRITE) != 0
     write = perm_w & (wq > 0) & writer[codes]
     change = pc.not_equal(topic.slice(1), topic.slice(0, n - 1)).to_numpy(zero_copy_only=False)
@@ -365,7 +366,7 @@ def _topic_facts(snap: Snapshot) -> tuple[dict[str, _TopicFacts], dict[str, bool
         return _arrow_topology(snap, idx)
     cut = getattr(idx, "cut", None)
     if isinstance(cut, _BodyFile):
-        return _file_topology(snap, cut, getattr(idx, "_orphans", {}))
+        return _file_topology(snap, cut, getattr(idx, "orphans", {}))
     return _python_topology(snap)
 
 

@@ -10,6 +10,7 @@ a read-only Mapping for the route_reads.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,19 @@ def _py_list(array: pa.Array) -> list[Any]:
     return [v for i in range(0, len(array), CHUNK_ROWS) for v in array.slice(i, CHUNK_ROWS).to_pylist()]
 
 
+@dataclass(frozen=True)
+class QueueColumns:
+    """A TopicIndex's rows as columns, sorted by topic, read-only: what a reader that works over
+    the whole table at once (the cut file's writer, the risk report) needs without a Python row
+    per queue. `broker_codes` index `brokers`; `ints` holds perm, readQueueNums, topicSysFlag and
+    writeQueueNums."""
+
+    topic: pa.Array
+    brokers: list[str]
+    broker_codes: Any
+    ints: Mapping[str, Any]
+
+
 class TopicIndex(Mapping):
     def __init__(self, table: pa.Table) -> None:
         self._n = table.num_rows
@@ -48,6 +62,10 @@ class TopicIndex(Mapping):
         self._names: list[str] | None = None
         self._group_keys: dict[str, str] = {}  # brokerName -> topic_keys_digest, filled per ask
         self._by_group: tuple[Any, Any, dict[str, int]] | None = None  # row order by group, its codes, code per name
+
+    def columns(self) -> QueueColumns:
+        """The index's own columns (not copies): callers must not write to them."""
+        return QueueColumns(self._topic, self._brokers, self._broker_codes, self._int_columns)
 
     @staticmethod
     def from_rows(rows: list[dict[str, Any]]) -> TopicIndex:

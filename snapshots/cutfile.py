@@ -261,12 +261,12 @@ class _Queues:
 
 def _index_columns(index: TopicIndex) -> tuple[Any, list[str], Any, dict[str, Any]]:
     """The TopicIndex's sorted Arrow topic column, its brokerName dictionary and codes, and its
-    integer columns. They are private to TopicIndex, which has no public accessor yet; reading
-    them here is what lets the writer work over the whole table without a Python row per queue."""
-    topic = index._topic
+    integer columns: the writer works over the whole table without a Python row per queue."""
+    cols = index.columns()
+    topic = cols.topic
     if topic.type != pa.string():
         topic = topic.cast(pa.string())
-    return topic, index._brokers, index._broker_codes, index._int_columns
+    return topic, cols.brokers, cols.broker_codes, dict(cols.ints)
 
 
 def _queues(index: TopicIndex) -> _Queues:

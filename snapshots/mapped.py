@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,11 @@ class FileTopics(TopicIndex):
         self.cut = cut
         self._orphans = orphans
         self._group_keys: dict[str, str] = {}
+
+    @property
+    def orphans(self) -> Mapping[str, list[dict[str, Any]]]:
+        """QueueDatas of the topics the file holds no route for (queue rows, no BrokerData)."""
+        return self._orphans
 
     def _queues(self, topic: str, body: memoryview | None) -> list[dict[str, Any]]:
         if body is None:
