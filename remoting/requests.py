@@ -11,7 +11,7 @@ becoming a dead letter.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from liveness import fingerprint as liveness_fingerprint
@@ -111,9 +111,14 @@ def shown_by(snap: Snapshot, event: dict[str, Any], *, prune: bool) -> bool:
     cheaply, so such a registration waits."""
     if prune or not header_shown_by(snap, event):
         return False
-    name = event["brokerName"]
-    return all(any(q["brokerName"] == name for q in snap.topics.get(topic, ()))
-               for topic in event["topicConfigTable"])
+    return topics_shown_by(snap, event["brokerName"], event["topicConfigTable"])
+
+
+def topics_shown_by(snap: Snapshot, broker_name: str, topics: Iterable[str]) -> bool:
+    """Whether every one of `topics` has a queue row of this group in the cut."""
+    if snap.cut is not None:  # the file's per-group section: no route body decoded per topic
+        return set(topics).issubset(snap.cut.topics_of_group(broker_name))
+    return all(any(q["brokerName"] == broker_name for q in snap.topics.get(topic, ())) for topic in topics)
 
 
 def repeat_shown_by(snap: Snapshot, repeat: dict[str, Any], *, prune: bool) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from remoting import codes, replies
+from remoting import codes, replies, requests
 from routeinfo import route_reads
 from routeinfo.snapshot import Snapshot
 from schemas import tables as t
@@ -56,6 +56,9 @@ def assert_same_reads(snap: Snapshot, path: Path) -> None:
     for group in groups:
         assert route_reads.topics_hosted_by(mapped, group) == route_reads.topics_hosted_by(snap, group), group
         assert mapped.topics.topic_keys_of(group) == snap.topics.topic_keys_of(group), group
+        held = [topic for topic, queues in snap.topics.items() if any(q["brokerName"] == group for q in queues)]
+        for asked in (held, held[:1], [*held, "NotHeldHere"], []):
+            assert requests.topics_shown_by(mapped, group, asked) == requests.topics_shown_by(snap, group, asked), group
     for code in (codes.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, codes.GET_SYSTEM_TOPIC_LIST_FROM_NS,
                  codes.GET_UNIT_TOPIC_LIST, codes.GET_HAS_UNIT_SUB_TOPIC_LIST):
         assert _body(replies.READS[code](mapped, {})) == _body(replies.READS[code](snap, {})), code
