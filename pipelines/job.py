@@ -23,7 +23,7 @@ from conf.store import StorePath
 from conf.version import argument_parser
 from eventlog.consumer import FETCH_BYTES
 from eventlog.topics import ensure_topic, retention_configs
-from pipelines import class_archive, kafka_source, state_layout, warm_up, writer_lease
+from pipelines import class_archive, kafka_source, planner_daemons, state_layout, warm_up, writer_lease
 from pipelines.faults import KillAtRandom
 from pipelines.sink import DeltaSink
 from pipelines.step import STATE_SCHEMA, StepConfig, make_step, step_input
@@ -307,11 +307,15 @@ def main(argv: list[str] | None = None) -> int:
     lease.keep(_fenced, lease_stop)
     # The Python workers' daemon starts (its imports: pandas, pyarrow, the step) beside the query's
     # start instead of inside the first batch, which waited for it (docs/latency.md, restart).
-    threading.Thread(target=_warm_quietly, args=(spark, cfg), name="warm-workers", daemon=True).start()
+    warming = threading.Thread(target=_warm_quietly, args=(spark, cfg), name="warm-workers", daemon=True)
+    warming.start()
     try:
         query = start_query(spark, cfg,
                             fault=KillAtRandom(cfg.test_kill_probability) if cfg.test_kill_probability else None,
                             start_phases=phases, lease=lease)
+        # The writer's query no longer plans through Spark's data source daemons once it ran a batch.
+        threading.Thread(target=planner_daemons.stop_after_first_batch, args=(spark, query, warming, stopping),
+                         name="planner-daemons", daemon=True).start()
 
         def _stop(signum: int, frame: FrameType | None) -> None:
             if not stopping.is_set():

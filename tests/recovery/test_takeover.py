@@ -22,7 +22,7 @@ import requests
 
 from eventlog.publisher import EventPublisher
 from ops.net import free_port
-from pipelines import writer_lease
+from pipelines import planner_daemons, writer_lease
 from schemas import tables as t
 from tests.helpers import DEFAULTS, reg, topics, wait
 
@@ -39,6 +39,34 @@ def commits(table: Path) -> list[tuple[int, dict]]:
             if "commitInfo" in action:
                 out.append((int(f.stem), action["commitInfo"]))
     return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def planner_daemons_under(pid: int) -> set[str]:
+    """Which of Spark's data source planner daemons run under a job's process (its JVM's children)."""
+    return {m for child in _descendants(pid) for m in planner_daemons.PLANNER_MODULES if m in _cmdline(child)}
 
 
 def test_a_paused_writer_is_taken_over_and_writes_nothing_when_resumed(tmp_path):
@@ -62,6 +90,11 @@ def test_a_paused_writer_is_taken_over_and_writes_nothing_when_resumed(tmp_path)
         # The standby is up and waiting (its SparkSession built) before the writer is paused.
         wait(lambda: "standby: job" in "".join(f.read_text() for f in (tmp_path / "logs").glob("job*.log")), 120,
              "the standby")
+        # The writer stopped Spark's planner daemons after its first batch; the standby keeps its own warm.
+        wait(lambda: not planner_daemons_under(old_pid), 60, "the writer to stop Spark's planner daemons")
+        standby = [c for c in _descendants(launcher.pid) if "pipelines.job" in _cmdline(c) and c != old_pid]
+        assert len(standby) == 1, standby
+        wait(lambda: planner_daemons_under(standby[0]), 90, "the standby's planner daemons, kept warm")
 
         stopped = os.getpgid(old_pid)
         os.killpg(stopped, signal.SIGSTOP)
