@@ -77,7 +77,10 @@ def encode_body(value: Any) -> bytes:
 
 def cached_route_body(snap: Snapshot, topic: str) -> bytes | None:
     """The body `route_body` already built for `topic` in this cut, or None; never builds one
-    (the HTTP fast path answers only what an earlier lookup made)."""
+    (the HTTP fast path answers only what an earlier lookup made, or, from the shared cut file,
+    every topic: the file holds every body)."""
+    if snap.cut is not None:  # the shared file holds every topic's body already
+        return route_body(snap, topic)
     return snap.route_bodies.get(topic)
 
 

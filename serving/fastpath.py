@@ -47,17 +47,10 @@ class RouteBodies:
                 and path.startswith(_PREFIX) and path.endswith(_SUFFIX)):
             topic = path[len(_PREFIX):-len(_SUFFIX)]
             snap = self.snapshots.current
-            body = self._body(snap, topic) if topic.isascii() and "/" not in topic else None
+            body = route_reads.cached_route_body(snap, topic) if topic.isascii() and "/" not in topic else None
             if body is not None:
                 environ[ENDPOINT_KEY] = FAST_PATH_ENDPOINT
                 start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
                                           *cut_headers(snap, self.snapshots)])
                 return [body]
         return self.app(environ, start_response)
-
-    @staticmethod
-    def _body(snap: Snapshot, topic: str) -> bytes | None:
-        """The topic's body from the mapping (copied: a WSGI server takes bytes), or one stored."""
-        if snap.cut is not None:
-            return route_reads.route_body(snap, topic)
-        return route_reads.cached_route_body(snap, topic)
