@@ -144,10 +144,14 @@ class CutBuilder:
                 self._written = None
 
 
-def builder_store(cfg: Config) -> SnapshotStore:
-    """The Delta-reading store a builder watches the job through (the serving processes' watch)."""
-    return SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000,
-                         retention_ms=cfg.history_retention_ms)
+def following(cfg: Config) -> tuple[SnapshotStore, CutBuilder]:
+    """A builder and the Delta-reading store it follows the job through (the serving processes'
+    watch), the builder called after each of the store's refreshes."""
+    store = SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000,
+                          retention_ms=cfg.history_retention_ms)
+    builder = CutBuilder(cut_path(cfg))
+    store.add_listener(builder)
+    return store, builder
 
 
 class InProcessBuilder:
@@ -158,9 +162,7 @@ class InProcessBuilder:
 
     def __init__(self, cfg: Config, lock: BuilderLock) -> None:
         self.lock = lock
-        self.store = builder_store(cfg)
-        self.builder = CutBuilder(cut_path(cfg))
-        self.store.add_listener(self.builder)
+        self.store, self.builder = following(cfg)
         self._guard = threading.Lock()
         self._stopped = False
 
@@ -218,9 +220,7 @@ def run(cfg: Config, stopping: threading.Event) -> None:
     lock = BuilderLock.acquire(cut_dir(cfg), wait=True)
     assert lock is not None
     log.info("cut builder: %s from %s", cut_path(cfg), cfg.warehouse)
-    store = builder_store(cfg)
-    builder = CutBuilder(cut_path(cfg))
-    store.add_listener(builder)
+    store, builder = following(cfg)
     try:
         store.refresh()
         store.start()
