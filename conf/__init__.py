@@ -105,10 +105,11 @@ class Config:
     spark_master: str = setting("NAMESRV_SPARK_MASTER", "local[2]",
                                 "Spark master URL (`spark://host:7077` for a standalone cluster)")
     spark_driver_memory: str = setting(
-        "NAMESRV_SPARK_DRIVER_MEMORY", "1g",
+        "NAMESRV_SPARK_DRIVER_MEMORY", "auto",
         "heap of Spark's driver JVM (`spark.driver.memory`; in local mode it also holds the tasks and the HDFS-backed "
-        "state): 1g carries 10,000 groups × 100 topics; 100,000 groups ran it out (BENCHMARKS.md)",
-        pattern=(r"[1-9][0-9]*[kmgtKMGT]?", "a JVM memory size such as 1g or 3072m"))
+        "state): `auto` sizes it at each start to the fleet the warehouse's newest cut holds (docs/scaling.md); a "
+        "JVM size such as 3g fixes it",
+        pattern=(r"auto|[1-9][0-9]*[kmgtKMGT]?", "`auto` or a JVM memory size such as 1g or 3072m"))
     shuffle_partitions: int = setting("NAMESRV_SHUFFLE_PARTITIONS", 2,
                                       "`spark.sql.shuffle.partitions` (size to the cores)", positive=True)
     state_store: str = setting(
@@ -166,6 +167,14 @@ class Config:
     remoting_port: int = setting("NAMESRV_REMOTING_PORT", 9876,
                                  "remoting port brokers, clients and mqadmin use as `namesrvAddr` (0 = no remoting "
                                  "front)", maximum=65535)
+    remoting_processes: int = setting(
+        "NAMESRV_REMOTING_PROCESSES", 1,
+        "remoting front processes sharing NAMESRV_REMOTING_PORT (SO_REUSEPORT; each maps the host's one cut file "
+        "and holds its own connections)", positive=True, maximum=64)
+    http_max_watchers: int = setting(
+        "NAMESRV_HTTP_MAX_WATCHERS", 20000,
+        "open watch streams (`/topics/<t>/route/watch`, `/cluster/watch`) one HTTP server holds; one more is "
+        "answered 503", positive=True)
     remoting_access_key: str = setting(
         "NAMESRV_REMOTING_ACCESS_KEY", "",
         "ACL access key that remoting admin writes (and, when set, broker requests) must be signed with; empty = "

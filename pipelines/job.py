@@ -76,7 +76,8 @@ def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: 
              # tasks per version read, for logs of a few kilobytes.
              .config("spark.databricks.delta.snapshotPartitions", str(cfg.shuffle_partitions))
              .config("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
-             .config("spark.driver.memory", cfg.spark_driver_memory)
+             # `auto` is sized to the fleet by pipelines/sizing.py (issue 35, item 6); until then 1g
+             .config("spark.driver.memory", "1g" if cfg.spark_driver_memory == "auto" else cfg.spark_driver_memory)
              .config("spark.sql.execution.arrow.pyspark.enabled", "true")
              # A registration wave's batch (5,000 groups × 100 topics) returns ~200 MB of JSON
              # rows; held uncompressed in the driver beside the state, it ran the 1 GiB heap out
