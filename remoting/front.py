@@ -175,9 +175,13 @@ class Front:
 
     def __init__(self, cfg: Config, store: Any, publisher_factory: Callable[[], EventPublisher],
                  *, max_frame_bytes: int = MAX_FRAME_BYTES, metrics: RemotingMetrics | None = None,
-                 writes_in_flight: int = WRITES_IN_FLIGHT) -> None:
+                 writes_in_flight: int = WRITES_IN_FLIGHT, metrics_role: str | None = None) -> None:
+        """`metrics_role`: the metrics file this front writes (`schemas.metrics.metrics_file`); by
+        default its port's, which the HTTP server of the same replica reads. One of several front
+        processes on a port writes its own, summed by their supervisor (`remoting.processes`)."""
         self.cfg = cfg
         self.metrics = metrics or RemotingMetrics(codes.REQUEST_CODES)
+        self.metrics_role = metrics_role or remoting_role(cfg.remoting_port)
         self.store = store
         self.max_frame_bytes = max_frame_bytes
         self.connections: dict[int, Connection] = {}
@@ -219,9 +223,12 @@ class Front:
     def protocol(self) -> Connection:
         return Connection(self, next(self._ids))
 
-    async def serve(self, host: str, port: int) -> asyncio.Server:
+    async def serve(self, host: str, port: int, *, reuse_port: bool = False) -> asyncio.Server:
+        """Listen on host:port; `reuse_port`: beside the other front processes of this port
+        (SO_REUSEPORT: the kernel spreads new connections over their sockets, `remoting.processes`)."""
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(self.protocol, host, port, backlog=1024, reuse_address=True)
+        server = await loop.create_server(self.protocol, host, port, backlog=1024, reuse_address=True,
+                                          reuse_port=reuse_port)
         self._pipeline.start()  # connects on the publishing thread, first
         self._spawn(self._sweep())
         self._spawn(self._pipeline.forward_every(self.cfg.remoting_heartbeat_coalesce_ms / 1000, self._signals))
@@ -229,8 +236,8 @@ class Front:
         return server
 
     async def _write_metrics(self) -> None:
-        """Every second, the front's counters to `<data dir>/metrics/remoting.prom` (schemas.metrics),
-        off the event loop."""
+        """Every second, the front's counters to `<data dir>/metrics/<metrics_role>.prom`
+        (schemas.metrics), off the event loop."""
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(METRICS_WRITE_S)
@@ -238,8 +245,7 @@ class Front:
             m.connections.set(len(self.connections))
             m.snapshot_id.set(-1 if snap.snapshot_id is None else snap.snapshot_id)
             try:
-                await loop.run_in_executor(None, write_metrics_file, self.cfg.data_dir,
-                                           remoting_role(self.cfg.remoting_port), m.registry)
+                await loop.run_in_executor(None, write_metrics_file, self.cfg.data_dir, self.metrics_role, m.registry)
             except OSError as exc:
                 log.warning("remoting metrics not written: %s", exc)
 
