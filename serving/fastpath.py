@@ -1,5 +1,6 @@
-"""WSGI middleware: GET /topics/<topic>/route answered from the served cut's encoded bodies
-without entering Flask.
+"""GET /topics/<topic>/route answered from the served cut's encoded bodies without entering
+Flask: `fast_route_body`, which the HTTP server's event loop asks first (`serving.asgi`), and
+`RouteBodies`, the same as WSGI middleware (for the app under any WSGI server).
 
 Clients ask for the same topics' routes over and over (every producer and consumer, every
 30 s); Flask's routing, request and response objects cost more than the answer itself. A plain
@@ -36,21 +37,30 @@ def cut_headers(snap: Snapshot, store: SnapshotStore) -> list[tuple[str, str]]:
         ([] if staleness is None else [(STALENESS_HEADER, str(staleness))])
 
 
+def fast_route_body(snapshots: SnapshotStore, method: str, path: str, query: str) -> tuple[bytes, Snapshot] | None:
+    """The answer of a lookup this path takes (module docstring) and the cut it came from; None
+    when Flask answers it. `path` as the server decoded it (WSGI's PATH_INFO, RSGI's `path`:
+    alike for the plain ASCII names taken here)."""
+    if method != "GET" or query or not (path.startswith(_PREFIX) and path.endswith(_SUFFIX)):
+        return None
+    topic = path[len(_PREFIX):-len(_SUFFIX)]
+    snap = snapshots.current
+    body = route_reads.cached_route_body(snap, topic) if topic.isascii() and "/" not in topic else None
+    return None if body is None else (body, snap)
+
+
 class RouteBodies:
     def __init__(self, app: Callable[..., Iterable[bytes]], snapshots: SnapshotStore) -> None:
         self.app = app
         self.snapshots = snapshots
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
-        if (environ.get("REQUEST_METHOD") == "GET" and not environ.get("QUERY_STRING")
-                and path.startswith(_PREFIX) and path.endswith(_SUFFIX)):
-            topic = path[len(_PREFIX):-len(_SUFFIX)]
-            snap = self.snapshots.current
-            body = route_reads.cached_route_body(snap, topic) if topic.isascii() and "/" not in topic else None
-            if body is not None:
-                environ[ENDPOINT_KEY] = FAST_PATH_ENDPOINT
-                start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
-                                          *cut_headers(snap, self.snapshots)])
-                return [body]
+        found = fast_route_body(self.snapshots, environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", ""),
+                                environ.get("QUERY_STRING", ""))
+        if found is not None:
+            body, snap = found
+            environ[ENDPOINT_KEY] = FAST_PATH_ENDPOINT
+            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+                                      *cut_headers(snap, self.snapshots)])
+            return [body]
         return self.app(environ, start_response)
