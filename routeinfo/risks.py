@@ -80,14 +80,15 @@ over a TopicIndex (a cut loaded from Delta), numpy over its sorted columns; over
 then numpy over the file's `body_of` section. A report holds topic risks as name lists and
 materializes `Risk` values only for what is asked (`RiskReport.risks(offset=, limit=)`), so
 counts per kind cost nothing more; a tracker folding a cut whose topic index and BrokerDatas are the
-previous cut's reuses the previous cut's topic facts.
+previous cut's, or a mapped file whose topology digests are the previous file's (a cut that moved
+only heartbeats), reuses the previous cut's topic facts: such a cut costs the group kinds alone.
 """
 
 from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -452,13 +453,23 @@ def _span(ms: int) -> str:
 
 @dataclass(frozen=True)
 class RiskReport:
-    """The risks of one cut, each with its `since`. Topic risks stay name lists until asked for."""
+    """The risks of one cut, each with its `since`. Topic risks stay name lists until asked for.
+
+    `origin_ms`: the time of the first cut its tracker folded. A risk whose since is that time
+    already held there, so it may have held earlier than the tracker could see
+    (`since_at_or_before`)."""
 
     at_ms: int
     snapshot_id: int | None
     _topics: dict[str, _TopicFacts] = field(repr=False)
     _topic_since: dict[str, npt.NDArray[np.int64]] | None = field(repr=False)  # aligned with the names; None: unset
     _others: dict[str, list[Risk]] = field(repr=False)   # kind -> risks in subject order, since set
+    origin_ms: int | None = None
+
+    def since_at_or_before(self, risk: Risk) -> bool:
+        """Whether `risk.since` is only an upper bound on its start: it held at the first cut its
+        tracker folded (the oldest retained cut, say), and what came before was not read."""
+        return risk.since is not None and self.origin_ms is not None and risk.since <= self.origin_ms
 
     def counts(self) -> dict[str, int]:
         """Risks per kind, every kind named (0 included): one gauge per kind."""
@@ -471,13 +482,15 @@ class RiskReport:
     def ids(self) -> set[str]:
         return {r.id for r in self.risks()}
 
-    def risks(self, kind: str | None = None, *, offset: int = 0, limit: int | None = None) -> list[Risk]:
-        """The risks in KINDS order, then by subject; only the page asked for is built."""
+    def risks(self, kind: str | None = None, *, kinds: Collection[str] | None = None, offset: int = 0,
+              limit: int | None = None) -> list[Risk]:
+        """The risks in KINDS order (by severity: critical first), then by subject, of `kind` or of
+        `kinds` (None: every kind); only the page asked for is built."""
         out: list[Risk] = []
         skip = offset
         room = limit
         for k in KINDS:
-            if kind is not None and k.name != kind:
+            if (kind is not None and k.name != kind) or (kinds is not None and k.name not in kinds):
                 continue
             size = self.counts()[k.name]
             if skip >= size:
@@ -530,7 +543,8 @@ class RiskTracker:
     """Folds cuts in commit order (`fold`) and answers each with its RiskReport (`report`: the
     last one). Holds, between cuts: each risk's since, the expiries within the window, each live
     broker's last DataVersion and its last step back; and the previous cut's topic facts, reused
-    while the cut's topic index is the same object and its BrokerDatas are equal. Memory: the
+    while the cut's topic index is the same object and its BrokerDatas are equal, or, over mapped
+    cut files, while the files' digests of their topology are (`_topology_of`). Memory: the
     current risks, the window's expiries, and one DataVersion per broker address ever seen live
     (a step back is judged against the address's last one however long ago). One folding thread;
     a report, once made, never changes."""
@@ -547,21 +561,31 @@ class RiskTracker:
         self._versions: dict[_LiveKey, str] = {}  # each address's last DataVersion JSON, parsed only on a change
         self._steps: dict[_LiveKey, tuple[int, tuple[int, int, int], tuple[int, int, int]]] = {}
         self._last_live: list[dict[str, Any]] | None = None
-        self._topics_of: tuple[Any, dict[str, dict[str, Any]]] | None = None
+        self._topics_of: tuple[Any, Any] | None = None
         self._topics: tuple[dict[str, _TopicFacts], dict[str, bool]] | None = None
+        # the group kinds of the last cut, kept while its topology and its live addresses are the next's
+        self._membership: frozenset[tuple[str, str]] | None = None
+        self._groups: dict[str, dict[str, Risk]] | None = None
+        self._last: dict[str, tuple[dict[str, Risk], list[Risk]]] = {}  # kind -> the last fold's risks, with since
+        self.origin: int | None = None  # the first folded cut's time
 
     def fold(self, cut: Cut) -> RiskReport:
         at = cut.at
         if self._at is not None and at < self._at:
             raise ValueError(f"cuts are folded in commit order: {at} after {self._at}")
         snap = cut.snapshot
-        reused = self._topics is not None and self._topics_of is not None and self._topics_of[0] is snap.topics \
-            and self._topics_of[1] == snap.brokers
-        if not reused or self._topics is None:
+        if self.origin is None:
+            self.origin = at
+        same_topology = self._topics is not None and _same_topology(self._topics_of, snap)
+        if self._topics is None or not same_topology:
             self._topics = _topic_facts(snap)
-            self._topics_of = (snap.topics, snap.brokers)
+            self._topics_of = _topology_of(snap)
         topics, any_write = self._topics
-        groups = _group_risks(snap, any_write)
+        membership = frozenset(snap.live_by_addr)
+        if not same_topology or self._groups is None or membership != self._membership:
+            # a heartbeat's cut (same topology, same live addresses) has the last cut's group kinds
+            self._groups, self._membership = _group_risks(snap, any_write), membership
+        groups = dict(self._groups)
         groups[FLAPPING_BROKER.name] = self._fold_expiries(cut, at)
         self._fold_versions(snap, at)
         groups[DATA_VERSION_BACKWARDS.name] = _backwards(self._steps, at, self.settings)
@@ -570,10 +594,16 @@ class RiskTracker:
         others: dict[str, list[Risk]] = {}
         for kind, risks in groups.items():
             before = self._since[kind]
+            last = self._last.get(kind)
+            if last is not None and last[0] is risks:  # the same risks as the last cut: every run goes on
+                since[kind], others[kind] = before, last[1]
+                continue
             since[kind] = {s: before.get(s, at) for s in risks}
             others[kind] = [_with(risks[s], since[kind][s]) for s in sorted(risks)]
+        self._last = {kind: (groups[kind], others[kind]) for kind in groups}
         self._since, self._topic_since, self._at = since, topic_since, at
-        self.report = RiskReport(at, snap.snapshot_id, topics, {k: v[1] for k, v in topic_since.items()}, others)
+        self.report = RiskReport(at, snap.snapshot_id, topics, {k: v[1] for k, v in topic_since.items()}, others,
+                                 self.origin)
         return self.report
 
     def _fold_expiries(self, cut: Cut, at: int) -> dict[str, Risk]:
@@ -610,6 +640,29 @@ class RiskTracker:
                 if now < before:
                     steps[key] = (at, before, now)
             versions[key] = raw
+
+
+def _topology_of(snap: Snapshot) -> tuple[Any, Any]:
+    """What a cut's topic facts are a function of, as cheap to compare as it can be: a mapped cut
+    file's digests of its topic_queue columns and of everything else its route bodies read (the
+    BrokerDatas among them: `snapshots.cutfile`), so a new file of the same topology (a cut that
+    only moved heartbeats) reuses the facts without holding the old mapping; otherwise the topic
+    index itself (a cut loaded from Delta with the previous cut's topic_queue version shares it)
+    and the BrokerDatas."""
+    cut = snap.cut
+    digests = (getattr(cut, "queue_digest", None), getattr(cut, "deps_digest", None))
+    if None not in digests:
+        return "file", digests
+    return snap.topics, snap.brokers
+
+
+def _same_topology(before: tuple[Any, Any] | None, snap: Snapshot) -> bool:
+    if before is None:
+        return False
+    now = _topology_of(snap)
+    if isinstance(before[0], str) or isinstance(now[0], str):  # a mapped file's digests
+        return before == now
+    return before[0] is now[0] and before[1] == now[1]
 
 
 def _topic_runs(before: tuple[_TopicFacts, npt.NDArray[np.int64]] | None, facts: _TopicFacts,

@@ -91,6 +91,10 @@ class ServerMetrics:
                                 ["endpoint", "method", "code"], registry=r)
         self.latency = Histogram("namesrv_http_request_duration_seconds", "HTTP request time by endpoint",
                                  ["endpoint"], buckets=LATENCY_BUCKETS, registry=r)
+        # one series per risk kind (routeinfo.risks.KINDS: six, each with its one severity), set from
+        # each served cut's report (serving.risks); absent until the first report
+        self.risks = Gauge("namesrv_risks", "Risks in the served cut's topology by kind, with the kind's severity "
+                           "(GET /risks; set once per served cut)", ["kind", "severity"], registry=r)
 
 
 class RemotingMetrics:

@@ -15,7 +15,7 @@ from eventlog.journal import AdminJournal
 from eventlog.lag import LagProbe
 from eventlog.publisher import EventPublisher, ReconnectingPublisher
 from schemas.metrics import ServerMetrics, SnapshotMetrics
-from serving import admin, cluster, dashboard, errors, health, history, kv, lifecycle, metrics, openapi, routes, writes
+from serving import admin, cluster, dashboard, errors, health, history, kv, lifecycle, metrics, openapi, risks, routes, writes
 from serving.context import stamp_snapshot
 from serving.fastpath import RouteBodies
 from serving.metrics import ServedCutCollector
@@ -42,14 +42,19 @@ def create_app(cfg: Config) -> Flask:
     publisher = ReconnectingPublisher(  # connects on the first write
         lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes,
                                journal=AdminJournal(cfg.warehouse)))
-    lifecycle.init_app(app, snapshots, closing=(publisher, lag))
+    # the served cuts' risk reports: a thread of its own, started by the store's first refresh
+    risk_service = risks.RiskService(snapshots, on_report=metrics.risk_gauges(m))
+    snapshots.add_listener(risk_service.on_refresh)
+    lifecycle.init_app(app, snapshots, closing=(publisher, lag, risk_service))
     app.extensions[metrics.EXTENSION] = m
+    app.extensions[risks.EXTENSION] = risk_service
     app.extensions[writes.TOKEN] = admin_token(cfg)
     app.extensions[writes.PUBLISHER] = publisher
     errors.register(app)
     app.before_request(metrics.name_endpoint)
     app.after_request(stamp_snapshot)
-    for bp in (routes.bp, cluster.bp, kv.bp, admin.bp, history.bp, health.bp, openapi.bp, metrics.bp, dashboard.bp):
+    for bp in (routes.bp, cluster.bp, kv.bp, admin.bp, history.bp, health.bp, openapi.bp, metrics.bp, dashboard.bp,
+               risks.bp):
         app.register_blueprint(bp)
     app.wsgi_app = metrics.Instrumented(RouteBodies(app.wsgi_app, snapshots), m)  # type: ignore[method-assign]
     return app

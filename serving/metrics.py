@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
@@ -19,6 +19,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from eventlog.lag import LagProbe
+from routeinfo.risks import KINDS
 from schemas.metrics import ServerMetrics, read_metrics_files
 from serving.fastpath import ENDPOINT_KEY
 from snapshots.store import SnapshotStore
@@ -36,6 +37,16 @@ def metrics() -> Response:
     cfg = current_app.config["NAMESRV"]
     body = generate_latest(m.registry) + read_metrics_files(cfg.data_dir, cfg.remoting_port)
     return Response(body, content_type=CONTENT_TYPE_LATEST)
+
+
+def risk_gauges(m: ServerMetrics) -> Callable[[Mapping[str, int]], None]:
+    """What sets `namesrv_risks` from a served cut's risk counts (serving.risks calls it per cut).
+    The six series appear with the first report, so no zero is exposed before anything was known."""
+
+    def update(counts: Mapping[str, int]) -> None:
+        for k in KINDS:
+            m.risks.labels(k.name, k.severity).set(counts.get(k.name, 0))
+    return update
 
 
 def name_endpoint() -> None:

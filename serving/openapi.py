@@ -12,6 +12,7 @@ from flask import Blueprint, jsonify
 from flask.typing import ResponseReturnValue
 
 from conf.version import __version__
+from routeinfo.risks import KINDS
 
 bp = Blueprint("openapi", __name__)
 
@@ -134,6 +135,28 @@ SCHEMAS: dict[str, Any] = {
         "total": {"type": "integer"}, "offset": {"type": "integer"},
         "snapshotId": {"type": ["integer", "null"]}, "commitTime": {"type": ["integer", "null"]},
         "topics": {"type": "array", "items": {"type": "string"}}}},
+    "Risk": {"type": "object", "required": ["id", "kind", "severity", "message", "since", "sinceAtOrBefore"],
+             "properties": {
+        "id": {"type": "string", "description": "<kind>:<subject>, the same in every cut the risk holds in"},
+        "kind": {"type": "string", "enum": [k.name for k in KINDS]},
+        "severity": {"type": "string", "enum": list(dict.fromkeys(k.severity for k in KINDS))},
+        "message": {"type": "string"},
+        "since": {"type": ["integer", "null"], "description": "epoch ms of the first cut of the risk's uninterrupted run"},
+        "sinceAtOrBefore": {"type": "boolean", "description": "it already held at the oldest cut read (historyFrom): "
+                                                              "it may have begun earlier"},
+        "topic": {"type": "string"}, "cluster": {"type": "string"}, "brokerName": {"type": "string"},
+        "address": {"type": "string"}}},
+    "RiskPage": {"type": "object", "required": ["snapshotId", "commitTime", "historyFrom", "historyComplete", "counts",
+                                                "total", "offset", "limit", "risks"], "properties": {
+        "snapshotId": {"type": ["integer", "null"]}, "commitTime": {"type": ["integer", "null"]},
+        "historyFrom": {"type": ["integer", "null"], "description": "epoch ms of the oldest cut since was read from"},
+        "historyComplete": {"type": "boolean", "description": "false while the server still reads the history at its "
+                                                              "start: since is then the served cut's"},
+        "counts": {"type": "object", "additionalProperties": {"type": "integer"},
+                   "description": "risks per kind, every kind, unfiltered"},
+        "total": {"type": "integer", "description": "risks matching kind and severity"},
+        "offset": {"type": "integer"}, "limit": {"type": "integer"},
+        "risks": {"type": "array", "items": _ref("Risk")}, "next": {"type": "string"}}},
     "Success": {"type": "object", "required": ["code"], "properties": {
         "code": {"type": "string"}, "remark": {"type": "string"},
         "brokerNames": {"type": "array", "items": {"type": "string"}}}},
@@ -258,6 +281,17 @@ PATHS: dict[str, Any] = {
             _param("to", "query", "ISO-8601 or epoch ms", required=True)],
         "responses": {"200": _json(_ref("Diff"), "the difference"), "400": E400,
                       "404": _json(ERR, "SNAPSHOT_NOT_FOUND")}}},
+    "/risks": {"get": {
+        "summary": "the risks in the served topology (or as of a past cut), by severity, each with since when it holds",
+        "parameters": [
+            _param("kind", "query", "only this kind", {"type": "string", "enum": [k.name for k in KINDS]}),
+            _param("severity", "query", "only this severity",
+                   {"type": "string", "enum": list(dict.fromkeys(k.severity for k in KINDS))}),
+            _param("offset", "query", "paging (default 0)", {"type": "integer"}),
+            _param("limit", "query", "1..1000 (default 100)", {"type": "integer"}), *AS_OF],
+        "responses": {"200": _json(_ref("RiskPage"), "one page of the cut's risks"), "400": E400,
+                      "404": _json(ERR, "SNAPSHOT_NOT_FOUND for asOf/snapshot"),
+                      "503": _json(ERR, "the served cut's report is still being computed (SYSTEM_BUSY)")}}},
     "/healthz": {"get": {"summary": "snapshot age and source offsets",
                          "responses": {"200": _json(_ref("Health"), "healthy or starting"),
                                        "503": _json(_ref("Health"), "degraded")}}},
