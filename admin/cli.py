@@ -12,16 +12,18 @@ usage; 3 the NameServer cannot be reached or failed; 4 no or wrong admin token.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import click
+import requests
 
 from admin import kv_import, render
-from admin.client import USAGE, AdminError, ApiClient, seg
+from admin.client import REFUSED, UNAUTHORIZED, UNREACHABLE, USAGE, AdminError, ApiClient, seg
 from conf import ConfigError, load_config
 from conf.tokens import admin_token
 
@@ -91,16 +93,18 @@ def cluster_list(c: Ctx, cluster: str | None, as_of: str | None) -> None:
 @pass_ctx
 def topic_route(c: Ctx, topic: str, zone: str | None, as_of: str | None) -> None:
     route = c.client.get(f"/topics/{seg(topic)}/route", zone=zone, asOf=as_of)
+    c.show(route, _route_text)
 
-    def text(r: dict[str, Any]) -> str:
-        queues = render.table(["brokerName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag"],
-                              [[q["brokerName"], q["readQueueNums"], q["writeQueueNums"], q["perm"],
-                                q.get("topicSysFlag", 0)] for q in r.get("queueDatas", [])])
-        brokers = render.table(["cluster", "brokerName", "brokerId", "address"],
-                               [[b["cluster"], b["brokerName"], bid, addr] for b in r.get("brokerDatas", [])
-                                for bid, addr in sorted(b["brokerAddrs"].items(), key=lambda kv: int(kv[0]))])
-        return f"{queues}\n\n{brokers}"
-    c.show(route, text)
+
+def _route_text(r: dict[str, Any]) -> str:
+    """A TopicRouteData as two tables: its queues and its brokers' addresses."""
+    queues = render.table(["brokerName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag"],
+                          [[q["brokerName"], q["readQueueNums"], q["writeQueueNums"], q["perm"],
+                            q.get("topicSysFlag", 0)] for q in r.get("queueDatas", [])])
+    brokers = render.table(["cluster", "brokerName", "brokerId", "address"],
+                           [[b["cluster"], b["brokerName"], bid, addr] for b in r.get("brokerDatas", [])
+                            for bid, addr in sorted(b["brokerAddrs"].items(), key=lambda kv: int(kv[0]))])
+    return f"{queues}\n\n{brokers}"
 
 
 @cli.command("topicList", help="All topics, or one cluster's (as of now, or --as-of).")
@@ -363,6 +367,121 @@ def diff(c: Ctx, from_: str, to: str) -> None:
             lines.append("no change")
         return "\n".join(lines)
     c.show(body, text)
+
+
+# ---------------------------------------------------------------- watch (what mqadmin cannot do)
+
+
+@cli.command("watch", short_help="Follow a topic's route or the cluster info: each change as it is served.",
+             help="Follow a topic's route (-t) or the cluster info (--cluster): the answer now, then again each "
+                  "time a served cut changes it (the server's Server-Sent Events, GET /topics/<t>/route/watch or "
+                  "/cluster/watch). Every event names its cut; --last-event-id N first prints what changed after "
+                  "cut N (from the history). A dropped connection (a server restart) is resumed after the last "
+                  "cut printed, for up to --timeout seconds. -o json prints one JSON object a line. Ctrl-C stops.")
+@click.option("-t", "--topic", default=None, help="the topic whose route to follow")
+@click.option("--cluster", "cluster_info", is_flag=True, help="follow the cluster info instead")
+@click.option("--last-event-id", type=click.IntRange(min=0), default=None, metavar="CUT",
+              help="resume after this cut (an event's id): print the changes since it first")
+@click.option("--max-events", type=click.IntRange(min=1), default=None, metavar="N", help="stop after N events")
+@pass_ctx
+def watch(c: Ctx, topic: str | None, cluster_info: bool, last_event_id: int | None, max_events: int | None) -> None:
+    if (topic is None) == (not cluster_info):
+        raise click.UsageError("give either -t/--topic or --cluster")
+    path = "/cluster/watch" if cluster_info else f"/topics/{seg(topic or '')}/route/watch"
+    printed = 0
+    try:
+        for event in _follow(c.client, path, last_event_id):
+            click.echo(json.dumps(event["data"], sort_keys=True, separators=(",", ":")) if c.output == "json"
+                       else _event_text(event))
+            printed += 1
+            if max_events is not None and printed >= max_events:
+                return
+    except KeyboardInterrupt:
+        return
+
+
+def _follow(client: ApiClient, path: str, last_id: int | None) -> Iterator[dict[str, Any]]:
+    """The stream's events, its connection opened again after the last event's cut when it drops,
+    until it has stayed down for the client's timeout (AdminError, exit 3)."""
+    down_since: float | None = None
+    while True:
+        try:
+            for event in sse_events(_stream_lines(client, path, last_id)):
+                down_since = None
+                if event.get("id"):
+                    last_id = int(event["id"])
+                yield {**event, "data": json.loads(event["data"])}
+        except AdminError as exc:
+            if exc.exit_code != UNREACHABLE or last_id is None:
+                raise
+            if down_since is not None and time.monotonic() - down_since > client.timeout_s:
+                raise
+        down_since = down_since if down_since is not None else time.monotonic()
+        click.echo(f"namesrv-admin: the stream ended; resuming after cut {last_id}", err=True)
+        time.sleep(1.0)
+
+
+def _stream_lines(client: ApiClient, path: str, last_id: int | None) -> Iterator[str]:
+    """The lines of one watch stream; errors as the other commands raise them (the server's
+    remark, exit 1 for a refusal, 3 when it cannot be reached or is unavailable)."""
+    headers = {"Accept": "text/event-stream"} | ({} if last_id is None else {"Last-Event-ID": str(last_id)})
+    try:
+        r = client.http.get(client.url + path, headers=headers, stream=True, timeout=client.timeout_s)
+    except requests.RequestException as exc:
+        raise AdminError(f"cannot reach the NameServer's HTTP API at {client.url}: {type(exc).__name__} "
+                         "(is it running? './run.sh' starts it; --url names another)", UNREACHABLE) from None
+    with r:
+        if r.status_code >= 400:
+            try:
+                payload = r.json()
+            except ValueError:
+                payload = {"remark": r.text[:200]}
+            message = f"{r.status_code} {payload.get('code', '')}: {payload.get('remark', '')}".strip()
+            raise AdminError(message, UNAUTHORIZED if r.status_code == 401 else
+                             UNREACHABLE if r.status_code >= 500 else REFUSED)
+        try:  # as the chunks arrive (chunk_size None), split at CR/LF only (bytes' splitlines; str's splits at U+2028)
+            for line in r.iter_lines(chunk_size=None):  # type: ignore[call-overload]  # None: as they arrive
+                yield line.decode("utf-8", "replace")
+        except requests.RequestException:  # dropped mid-stream (or silent past the timeout: keep-alives stopped)
+            raise AdminError("the watch stream broke off", UNREACHABLE) from None
+
+
+def sse_events(lines: Iterable[str]) -> Iterator[dict[str, str]]:
+    """Server-Sent Events from a stream's lines, as the HTML standard parses them: `field: value`
+    lines up to a blank line make an event (data lines joined by newlines), comments (`:`) and
+    events without data are skipped."""
+    event: dict[str, str] = {}
+    data: list[str] = []
+    for line in lines:
+        if not line:
+            if data:
+                yield {"event": event.get("event", "message"), "id": event.get("id", ""), "data": "\n".join(data)}
+            event, data = {}, []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "data":
+            data.append(value)
+        elif name in ("event", "id"):
+            event[name] = value
+
+
+def _event_text(event: dict[str, Any]) -> str:
+    """An event for people: its cut and time, then the answer's tables."""
+    d = event["data"]
+    head = f"cut {d['snapshotId']} ({render.instant(d['commitTime'])})"
+    if "cluster" in d:
+        info = d["cluster"]
+        rows = [[name, broker, bid, addr] for name in sorted(info["clusterAddrTable"])
+                for broker in info["clusterAddrTable"][name]
+                for bid, addr in sorted(info["brokerAddrTable"].get(broker, {}).get("brokerAddrs", {}).items(),
+                                        key=lambda kv: int(kv[0]))]
+        return f"{head}: cluster info\n" + render.table(["cluster", "brokerName", "brokerId", "address"], rows) + "\n"
+    if d["route"] is None:
+        return f"{head}: {d['topic']} has no route (TOPIC_NOT_EXIST)\n"
+    return f"{head}: {d['topic']}\n{_route_text(d['route'])}\n"
 
 
 def main(argv: list[str] | None = None) -> int:
