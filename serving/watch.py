@@ -282,6 +282,7 @@ class WatchHub:
     store: SnapshotStore
     max_watchers: int
     history: Executor  # where replays read Delta (one thread: the history reader is serialized anyway)
+    replayer: Callable[[SnapshotStore, WatchKey, int, int], Replayed] = replay
     cut: Snapshot | None = None
     closing: bool = False
     _watchers: dict[WatchKey, set[Watcher]] = field(default_factory=dict)
@@ -324,10 +325,11 @@ class WatchHub:
                 event = key.event(cut.snapshot_id, cut.commit_time, body)
                 for w in tuple(watchers):
                     w.offer(change, event)
-        for w in tuple(self._ahead):
-            if w.floor < cut.snapshot_id:
+        for w in tuple(self._ahead):  # a client ahead of this server: its answer once the server has caught up
+            if cut.snapshot_id >= w.floor:
                 self._ahead.discard(w)
-                w.offer(Change(cut.snapshot_id, cut.commit_time, self._answer(w.key)))
+                if cut.snapshot_id > w.floor:
+                    w.offer(Change(cut.snapshot_id, cut.commit_time, self._answer(w.key)))
         spent = time.perf_counter() - started
         if spent > 0.05:
             log.info("watch: cut %s reached %d stream(s) in %.0f ms", cut.snapshot_id, self.open_streams, spent * 1000)
@@ -399,7 +401,7 @@ class WatchHub:
         job = (key, after, upto)
         running = self._replays.get(job)
         if running is None:
-            running = loop.run_in_executor(self.history, replay, self.store, key, after, upto)
+            running = loop.run_in_executor(self.history, self.replayer, self.store, key, after, upto)
             self._replays[job] = running
             running.add_done_callback(lambda _: loop.call_later(REPLAY_KEEP_S, self._replays.pop, job, None))
         return await asyncio.shield(running)

@@ -1,9 +1,13 @@
 """A running pipeline for integration tests: query on the shared SparkSession, a real HTTP
-server (waitress) on 127.0.0.1, a publisher, and bounded waits."""
+server (waitress) on 127.0.0.1, a publisher, and bounded waits; and `ServerProcess`, the HTTP
+server as it runs in production (`python -m serving`, granian) over a pipeline's data."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -182,3 +186,57 @@ class FrontThread:
 
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(30)
         self._loop.call_soon_threadsafe(self._loop.stop)
+
+
+class ServerProcess:
+    """`python -m serving` on 127.0.0.1 over `cfg`'s data (its store, its cut file, its Kafka
+    topic), on one port kept across restarts; `env` overrides settings. Its output is kept and
+    shown when it fails."""
+
+    ROOT = Path(__file__).resolve().parents[1]
+
+    def __init__(self, cfg: Config, **env: str) -> None:
+        from ops.net import free_port
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "NAMESRV_DATA_DIR": str(cfg.data_dir), "NAMESRV_KAFKA_BOOTSTRAP": cfg.bootstrap,
+                    "NAMESRV_KAFKA_TOPIC": cfg.kafka_topic, "NAMESRV_HTTP_HOST": "127.0.0.1",
+                    "NAMESRV_HTTP_PORT": str(self.port), "NAMESRV_REFRESH_INTERVAL_MS": str(cfg.refresh_interval_ms),
+                    "NAMESRV_ADMIN_TOKEN": ADMIN_TOKEN, **env}
+        self.proc: subprocess.Popen[str] | None = None
+        self.output = ""
+
+    def start(self, timeout: float = 60) -> ServerProcess:
+        """Start it and return once it answers /healthz with a cut."""
+        self.proc = subprocess.Popen([sys.executable, "-m", "serving"], cwd=self.ROOT, env=self.env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"python -m serving exited {self.proc.returncode}:\n{self.proc.communicate()[0]}")
+            try:
+                if requests.get(self.url + "/healthz", timeout=5).json().get("snapshotId") is not None:
+                    return self
+            except (requests.RequestException, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(f"python -m serving did not serve a cut within {timeout:.0f} s:\n{self.output}")
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = 30) -> float:
+        """SIGTERM, as an operator stops it; the seconds it took to exit (killed after `timeout`)."""
+        assert self.proc is not None
+        began = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.output, _ = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"python -m serving did not exit within {timeout:.0f} s of SIGTERM") from None
+        return time.monotonic() - began
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.output = self.proc.communicate()[0]
