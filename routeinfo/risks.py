@@ -14,7 +14,10 @@ Kinds (`KINDS`; the name is the stable part of every risk id)
     PERM_WRITE bit and `writeQueueNums > 0`, and its group has a BrokerData with a master (id 0).
     Why: when that group's master fails, producers of the topic have nowhere to send. A topic with
     no writable queue at all is not this kind (a read-only topic, or one whose groups were wiped:
-    `write-perm-wiped` says that). Id `single-group-topic:<topic>`.
+    `write-perm-wiped` says that), nor is a group's own topic, named after it and on it alone: every
+    RocketMQ broker registers one (TopicConfigManager's broker topic, `brokerTopicEnable`), on
+    one group by design, so a fleet would otherwise show a risk per group. Id
+    `single-group-topic:<topic>`.
 `single-zone-topic` (info)
     A topic with writable queues on two or more groups, every one of which names the same zone
     (BrokerData's `zoneName`, compared case-insensitively as the zone filter compares, §6.4). Why:
@@ -90,6 +93,7 @@ import json
 from collections import deque
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -363,12 +367,26 @@ def _python_topology(snap: Snapshot) -> tuple[dict[str, _TopicFacts], dict[str, 
 
 def _topic_facts(snap: Snapshot) -> tuple[dict[str, _TopicFacts], dict[str, bool]]:
     idx = snap.topics
-    if type(idx) is TopicIndex:
-        return _arrow_topology(snap, idx)
     cut = getattr(idx, "cut", None)
-    if isinstance(cut, _BodyFile):
-        return _file_topology(snap, cut, getattr(idx, "orphans", {}))
-    return _python_topology(snap)
+    if type(idx) is TopicIndex:
+        facts, any_write = _arrow_topology(snap, idx)
+    elif isinstance(cut, _BodyFile):
+        facts, any_write = _file_topology(snap, cut, getattr(idx, "orphans", {}))
+    else:
+        facts, any_write = _python_topology(snap)
+    facts[SINGLE_GROUP_TOPIC.name] = _without_own_topics(facts[SINGLE_GROUP_TOPIC.name])
+    return facts, any_write
+
+
+def _without_own_topics(facts: _TopicFacts) -> _TopicFacts:
+    """Single-group topics less each group's own topic (named after the one group it is on)."""
+    if not len(facts):
+        return facts
+    groups = pa.array(list(facts.labels), pa.large_string()).take(pa.array(facts.where))
+    keep = pc.invert(pc.equal(facts.names, groups))
+    if pc.all(keep).as_py():
+        return facts
+    return _TopicFacts(facts.names.filter(keep), facts.where[keep.to_numpy(zero_copy_only=False)], facts.labels)
 
 
 def _group_risks(snap: Snapshot, any_write: Mapping[str, bool]) -> dict[str, dict[str, Risk]]:
@@ -436,12 +454,18 @@ def _backwards(steps: Mapping[_LiveKey, tuple[int, tuple[int, int, int], tuple[i
             out[subject] = Risk(f"{DATA_VERSION_BACKWARDS.name}:{subject}", DATA_VERSION_BACKWARDS.name,
                                 DATA_VERSION_BACKWARDS.severity,
                                 f"broker {addr} of group {name} went from DataVersion {_dv(before)} back to "
-                                f"{_dv(after)} at {when}", None, cluster=cluster, broker_name=name, address=addr)
+                                f"{_dv(after)} at {_instant(when)}", None, cluster=cluster, broker_name=name,
+                                address=addr)
     return out
 
 
 def _dv(v: tuple[int, int, int]) -> str:
     return f"(stateVersion {v[0]}, counter {v[1]}, timestamp {v[2]})"
+
+
+def _instant(ms: int) -> str:
+    """Epoch ms as an operator reads it: ISO-8601 UTC to the millisecond."""
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _span(ms: int) -> str:

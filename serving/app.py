@@ -42,7 +42,7 @@ def create_app(cfg: Config) -> Flask:
     publisher = ReconnectingPublisher(  # connects on the first write
         lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes,
                                journal=AdminJournal(cfg.warehouse)))
-    # the served cuts' risk reports: a thread of its own, started by the store's first refresh
+    # the served cuts' risk reports: a thread of its own, started once the store serves a cut
     risk_service = risks.RiskService(snapshots, on_report=metrics.risk_gauges(m))
     snapshots.add_listener(risk_service.on_refresh)
     lifecycle.init_app(app, snapshots, closing=(publisher, lag, risk_service))

@@ -1,8 +1,9 @@
 """Blueprint: the read-only web dashboard (`/dashboard`) and the two paged lookups it needs.
 
 The page is plain HTML, CSS and JavaScript shipped in `serving/dashboard_static/` (no build step);
-everything else it shows comes from the public API (`/topics/<t>/route`, `/history/*`), with
-`asOf` for the instant picked. Only the lists that grow with the fleet have their own endpoints
+everything else it shows comes from the public API (`/topics/<t>/route`, `/history/*`, and `/risks`
+for the Risks page: the cut's risks by severity with since when each holds, filtered by kind),
+with `asOf` for the instant picked. Only the lists that grow with the fleet have their own endpoints
 here, paged on the server, so a 10,000-group cluster costs the browser one page of rows.
 """
 

@@ -147,13 +147,15 @@ SCHEMAS: dict[str, Any] = {
         "topic": {"type": "string"}, "cluster": {"type": "string"}, "brokerName": {"type": "string"},
         "address": {"type": "string"}}},
     "RiskPage": {"type": "object", "required": ["snapshotId", "commitTime", "historyFrom", "historyComplete", "counts",
-                                                "total", "offset", "limit", "risks"], "properties": {
+                                                "severities", "total", "offset", "limit", "risks"], "properties": {
         "snapshotId": {"type": ["integer", "null"]}, "commitTime": {"type": ["integer", "null"]},
         "historyFrom": {"type": ["integer", "null"], "description": "epoch ms of the oldest cut since was read from"},
         "historyComplete": {"type": "boolean", "description": "false while the server still reads the history at its "
                                                               "start: since is then the served cut's"},
         "counts": {"type": "object", "additionalProperties": {"type": "integer"},
                    "description": "risks per kind, every kind, unfiltered"},
+        "severities": {"type": "object", "additionalProperties": {"type": "integer"},
+                       "description": "risks per severity (critical, warning, info), unfiltered"},
         "total": {"type": "integer", "description": "risks matching kind and severity"},
         "offset": {"type": "integer"}, "limit": {"type": "integer"},
         "risks": {"type": "array", "items": _ref("Risk")}, "next": {"type": "string"}}},

@@ -2,7 +2,8 @@
 
 The report of a cut is computed once, never per request: `RiskService` folds each cut the server
 serves into one `routeinfo.risks.RiskTracker` on a thread of its own (started by the snapshot
-store's first refresh, so it never holds up readiness) and publishes the report with the cut's id;
+store's refresh that first serves a cut, so it never holds up readiness; stopped by
+`serving.lifecycle.stop`, which closes it) and publishes the report with the cut's id;
 a request takes the published report of the served cut (waiting up to `WAIT_S` for a cut swapped
 in a moment ago) and builds one page of it. The same report sets the `namesrv_risks` gauges.
 
@@ -102,8 +103,10 @@ class RiskService:
     # ------------------------------------------------------------ the thread
 
     def on_refresh(self, snap: Snapshot, swapped: bool) -> None:
-        """The store's refresh listener (its refresher thread): start the thread, wake it on a swap."""
-        self._ensure_started()
+        """The store's refresh listener (its refresher thread): start the thread once a cut is
+        served (before, there is nothing to read), wake it on a swap."""
+        if snap.snapshot_id is not None:
+            self._ensure_started()
         if swapped:
             self._wake.set()
 
@@ -137,9 +140,7 @@ class RiskService:
     def _work(self) -> bool:
         """One round: True when there is more to do at once (history left to fold)."""
         snap = self.store.current
-        if snap.snapshot_id is None or snap.commit_time is None:
-            if self._answer is None:
-                self._publish(Answer(None, None, None, False))
+        if snap.snapshot_id is None or snap.commit_time is None:  # a store that went back to no cut
             return False
         if self._fold is None:
             self._fold = HistoryFold(self.warehouse, self.settings)
@@ -216,6 +217,8 @@ class RiskService:
     def newest(self, wait_s: float = WAIT_S) -> Answer | None:
         """The served cut's answer; a cut swapped in a moment ago is waited for up to `wait_s`,
         then the last answer made is given (it names its cut). None: none made yet."""
+        if self.store.current.snapshot_id is None:
+            return Answer(None, None, None, False)  # no cut served yet: no risk known
         self._ensure_started()
         deadline = time.monotonic() + wait_s
         with self._cond:
@@ -310,7 +313,8 @@ def page(answer: Answer, kinds: list[str], offset: int, limit: int, query: Mappi
     body: dict[str, Any] = {
         "snapshotId": answer.snapshot_id, "commitTime": answer.commit_time,
         "historyFrom": None if report is None else report.origin_ms, "historyComplete": answer.history_complete,
-        "counts": counts, "total": total, "offset": offset, "limit": limit, "risks": risks}
+        "counts": counts, "severities": {sev: sum(counts[k.name] for k in KINDS if k.severity == sev) for sev in SEVERITIES},
+        "total": total, "offset": offset, "limit": limit, "risks": risks}
     if offset + limit < total:
         body["next"] = "/risks?" + urlencode({**query, "offset": offset + limit, "limit": limit})
     return body

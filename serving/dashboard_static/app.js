@@ -5,7 +5,7 @@
 
 const PAGE = 100;
 const $ = (sel) => document.querySelector(sel);
-const state = { view: "clusters", asOf: null, groupOffset: 0, changeOffset: 0, topic: null, range: null };
+const state = { view: "clusters", asOf: null, groupOffset: 0, changeOffset: 0, riskOffset: 0, topic: null, range: null };
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -71,7 +71,7 @@ function writeHash() {
 
 function readHash() {
   const m = location.hash.match(/^#\/(\w+)(?:\?asOf=(\d+))?/);
-  state.view = m && ["clusters", "topics", "changes", "diff"].includes(m[1]) ? m[1] : "clusters";
+  state.view = m && ["clusters", "topics", "changes", "diff", "risks"].includes(m[1]) ? m[1] : "clusters";
   setAsOf(m && m[2] ? Number(m[2]) : null, { push: false });
 }
 
@@ -188,7 +188,50 @@ async function renderDiff(gen) {
   $("#diff").replaceChildren(...parts);
 }
 
-const RENDER = { clusters: renderClusters, topics: renderTopics, changes: renderChanges, diff: renderDiff };
+// The risks of the cut at the instant picked (GET /risks answers them by severity, critical first),
+// one page at a time, filtered by kind; since is when each began to hold, read from the history
+// ("or before": it already held at the oldest cut the server read).
+async function renderRisks(gen) {
+  const { asOf, riskOffset } = state;
+  const kind = $("#risk-kind").value;
+  const body = await api("/risks", { kind, offset: riskOffset, limit: PAGE, asOf });
+  if (stale(gen)) return;
+  cutLine(body);
+  const select = $("#risk-kind");
+  if (select.options.length === 1) {
+    for (const k of Object.keys(body.counts)) select.append(el("option", { value: k }, k));
+  }
+  for (const option of select.options) {
+    if (option.value) option.textContent = `${option.value} (${body.counts[option.value] ?? 0})`;
+  }
+  $("#risk-summary").replaceChildren(...["critical", "warning", "info"].map((s) =>
+    el("span", { class: s }, `${(body.severities[s] ?? 0).toLocaleString("en")} ${s}`)));
+  let previous = null;
+  const rows = body.risks.map((r) => {
+    const subject = r.topic ? `topic ${r.topic}` + (r.brokerName ? ` on ${r.brokerName}` : "")
+      : [r.cluster, r.brokerName, r.address].filter(Boolean).join(" · ");
+    const since = r.since === null ? "-" : shown(r.since) + (r.sinceAtOrBefore ? " or before" : "");
+    const row = el("tr", { class: r.severity !== previous ? "first" : "", "data-id": r.id },
+      el("td", { class: r.severity }, r.severity), el("td", {}, r.kind), el("td", {}, subject),
+      el("td", { class: "since", title: r.sinceAtOrBefore ? "it already held at the oldest cut read" : "" }, since),
+      el("td", {}, r.message));
+    previous = r.severity;
+    return row;
+  });
+  $("#risks tbody").replaceChildren(...rows);
+  const last = Math.min(body.total, riskOffset + PAGE);
+  $("#risk-count").textContent = `${body.total.toLocaleString("en")} risk(s)` + (kind ? ` of kind ${kind}` : "")
+    + (body.total ? `; showing ${riskOffset + 1}–${last}` : "");
+  $("#risk-prev").disabled = riskOffset === 0;
+  $("#risk-next").disabled = last >= body.total;
+  const note = $("#risk-history");
+  note.hidden = body.historyComplete;
+  note.textContent = body.historyComplete ? ""
+    : "The server is still reading the history: since is the served cut's time for now.";
+}
+
+const RENDER = { clusters: renderClusters, topics: renderTopics, changes: renderChanges, diff: renderDiff,
+                 risks: renderRisks };
 
 function render() {
   for (const v of Object.keys(RENDER)) $(`#view-${v}`).hidden = v !== state.view;
@@ -223,6 +266,9 @@ $("#topic-search").addEventListener("input", debounce(() => render(), 200));
 $("#change-filters").addEventListener("submit", (e) => { e.preventDefault(); state.changeOffset = 0; render(); });
 $("#change-more").addEventListener("click", () => { state.changeOffset += PAGE; render(); });
 $("#diff-form").addEventListener("submit", (e) => { e.preventDefault(); render(); });
+$("#risk-kind").addEventListener("change", () => { state.riskOffset = 0; render(); });
+$("#risk-prev").addEventListener("click", () => { state.riskOffset = Math.max(0, state.riskOffset - PAGE); render(); });
+$("#risk-next").addEventListener("click", () => { state.riskOffset += PAGE; render(); });
 
 readHash();
 render();

@@ -120,6 +120,19 @@ def test_what_counts_as_writable(why, group_b, perm_b, write_queues):
     assert "single-group-topic:T" in ids(found), why
 
 
+def test_a_groups_own_topic_is_not_single_group(tmp_path: Path):
+    """Every RocketMQ broker registers a topic named after itself, on itself alone: by design."""
+    queues = {"a": {"a": 7}, "b": {"a": 6, "b": 6}, "Solo": {"b": 6}, "Base": {"a": 6, "b": 6}}
+    cut = snap([Group("a"), Group("b")], queues)
+    expected = ["single-group-topic:Solo"]
+    assert [r.id for r in risks.current_risks(cut)] == expected  # over the TopicIndex
+    plain = dataclasses.replace(cut, topics={k: cut.topics[k] for k in cut.topics})
+    assert [r.id for r in RiskTracker().fold(Cut(plain)).risks()] == expected
+    cutfile.write_cut(cut, tmp_path / "c.cut")
+    with cutfile.CutFile.open(tmp_path / "c.cut") as f:
+        assert [r.id for r in RiskTracker().fold(Cut(mapped.mapped_snapshot(f))).risks()] == expected
+
+
 def test_no_writable_queue_per_topic_is_not_single_group_and_no_write_queue_numbers_is_not_writable():
     found = risks.current_risks(snap([Group("a"), Group("b")], {"T": {"a": 4, "b": 4}, "Base": {"a": 6, "b": 6}}))
     assert ids(found) == set()

@@ -84,6 +84,7 @@ def test_the_served_cut_by_severity_with_since(served):
     assert (lonely["since"], lonely["sinceAtOrBefore"], lonely["address"]) == (rows[0]["commitTime"], True, B0)
     assert body["counts"] == {"write-perm-wiped": 1, "single-group-topic": 1, "no-live-slave": 2, "flapping-broker": 0,
                               "data-version-backwards": 0, "single-zone-topic": 0}
+    assert body["severities"] == {"critical": 1, "warning": 3, "info": 0}
     assert body["total"] == 4 and "next" not in body
     r = app.test_client().get("/risks")
     assert r.headers["X-Namesrv-Snapshot"] == str(rows[-1]["snapshotId"])
