@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -23,26 +24,33 @@ from conf.store import StorePath
 from conf.version import argument_parser
 from eventlog.consumer import FETCH_BYTES
 from eventlog.topics import ensure_topic, retention_configs
-from pipelines import class_archive, kafka_source, planner_daemons, state_layout, warm_up, writer_lease
+from pipelines import class_archive, kafka_source, planner_daemons, sizing, state_layout, warm_up, writer_lease
 from pipelines.faults import KillAtRandom
 from pipelines.sink import DeltaSink
 from pipelines.step import STATE_SCHEMA, StepConfig, make_step, step_input
 from pipelines.step_rows import OUTPUT_SCHEMA
 from schemas import tables as t
+from schemas.metrics import JobMetrics
 
 log = logging.getLogger("namesrv.job")
 QUERY_NAME = "namesrv-routes"
+HEAP_POLL_S = 5.0  # how often the heap watch looks for a completed batch (one call into the JVM)
 # What the step and the source import on an executor (pickled by reference, so shipped as code).
 EXECUTOR_PACKAGES = ("conf", "schemas", "routeinfo", "liveness", "eventlog", "pipelines")
 
 
-def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: str | None = None) -> Any:
+def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: str | None = None,
+                heap: sizing.Heap | None = None) -> Any:
     """A SparkSession for the job. Python workers must run this interpreter: a worker started
     with another Python (the system one) lacks the pinned packages and fails at import.
 
     The driver JVM maps the class archive `./run.sh` made at set-up (pipelines/class_archive.py)
     when there is one for this Java and these jars: Spark's start is mostly class loading.
-    `driver_java_options` replaces that (the archive's own making passes its dump option)."""
+    `driver_java_options` replaces that (the archive's own making passes its dump option).
+    `heap`: the driver's heap (pipelines/sizing.py); None sizes it here from `cfg`, as the job
+    does before it calls this (pyspark starts the JVM, whose heap is then fixed, right here)."""
+    if heap is None:
+        heap = driver_heap(cfg)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # The driver's address: loopback on one machine (no hostname warning); on a driver host of a
@@ -76,8 +84,8 @@ def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: 
              # tasks per version read, for logs of a few kilobytes.
              .config("spark.databricks.delta.snapshotPartitions", str(cfg.shuffle_partitions))
              .config("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
-             # `auto` is sized to the fleet by pipelines/sizing.py (issue 35, item 6); until then 1g
-             .config("spark.driver.memory", "1g" if cfg.spark_driver_memory == "auto" else cfg.spark_driver_memory)
+             # NAMESRV_SPARK_DRIVER_MEMORY, or with `auto` the heap sized to the fleet (pipelines/sizing.py)
+             .config("spark.driver.memory", heap.size)
              .config("spark.sql.execution.arrow.pyspark.enabled", "true")
              # A registration wave's batch (5,000 groups × 100 topics) returns ~200 MB of JSON
              # rows; held uncompressed in the driver beside the state, it ran the 1 GiB heap out
@@ -106,6 +114,48 @@ def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: 
     spark.dataSource.register(kafka_source.KafkaEventSource)
     spark.dataSource.register(warm_up.WarmUpSource)
     return spark
+
+
+def driver_heap(cfg: Config) -> sizing.Heap:
+    """The driver's heap for this start: NAMESRV_SPARK_DRIVER_MEMORY, or with `auto` the heap
+    sized to the fleet of the warehouse's newest cut (logged with the fleet either way). Raises
+    ValueError for a size Spark would refuse."""
+    return sizing.size_driver(cfg.spark_driver_memory, cfg.warehouse, master=cfg.spark_master,
+                              buckets=cfg.state_buckets)
+
+
+def heap_watch(cfg: Config, heap: sizing.Heap) -> sizing.HeapWatch:
+    """What start_query compares the running query's state with: the heap the driver has."""
+    return sizing.HeapWatch(heap.bytes, slots=sizing.local_slots(cfg.spark_master, os.cpu_count() or 1),
+                            buckets=cfg.state_buckets, host_memory=sizing.host_memory_bytes())
+
+
+def watch_heap(query: Any, watch: sizing.HeapWatch, metrics: JobMetrics, poll_s: float = HEAP_POLL_S) -> None:
+    """While `query` runs: after each batch it completed (looked for every `poll_s`), its state
+    operators' memoryUsedBytes against the heap (pipelines/sizing.HeapWatch), in the job's gauge
+    (the sink writes the metrics file at its next batch) and, once per crossing of the largest
+    state the heap was sized for, a warning naming the next start's size. A poll of the last
+    progress (one call into the JVM, its JSON) rather than a query listener, which converts every
+    field of every progress with a call of its own."""
+    metrics.driver_heap.labels("heap").set(watch.heap)
+    seen: int | None = None
+    while query.isActive:
+        time.sleep(poll_s)
+        try:
+            progress = query.lastProgress
+        except Exception:  # the session is stopping; the loop ends with the query
+            continue
+        if progress is None or progress.get("batchId") == seen:
+            continue
+        seen = progress.get("batchId")
+        state = sizing.state_of_progress(progress)
+        if state is None:
+            continue
+        pressure = watch.observe(state)
+        metrics.driver_heap.labels("state").set(pressure.state)
+        metrics.driver_heap.labels("needed").set(pressure.needed)
+        if pressure.warn:
+            log.warning("%s", watch.message(pressure), extra={"batchId": seen})
 
 
 def _cluster_conf(cfg: Config) -> dict[str, str]:
@@ -155,13 +205,15 @@ def _quiet_accumulator_server() -> None:
 
 def start_query(spark: Any, cfg: Config, *, query_name: str = QUERY_NAME,
                 fault: Callable[[str], None] | None = None, events: Any = None,
-                start_phases: dict[str, int] | None = None, lease: writer_lease.Lease | None = None) -> Any:
+                start_phases: dict[str, int] | None = None, lease: writer_lease.Lease | None = None,
+                heap: sizing.HeapWatch | None = None) -> Any:
     """Start the route query on `spark`; tables are created first so readers always find them.
     `events`: a stream with read_events' columns instead of the Kafka topic (the class archive's
     warm-up runs the query over files). `start_phases`: when the job's start-up phases ended,
     recorded for readers with the start (schemas/progress.py). `lease`: the writer's role this job
     holds (pipelines/writer_lease.py); its source and sink refuse to go on once it is taken over
-    (None: tests that run one query alone)."""
+    (None: tests that run one query alone). `heap`: the running query's state is compared with the
+    driver's heap on a thread of its own (`watch_heap`; None: not watched)."""
     from pyspark.sql.functions import col
     from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -188,11 +240,14 @@ def start_query(spark: Any, cfg: Config, *, query_name: str = QUERY_NAME,
     # its query runs triggers back to back: with a processing-time interval Spark would hold a
     # change that arrived during a batch until the next multiple of the interval.
     interval_ms = cfg.trigger_interval_ms if cfg.kafka_source == "connector" else 0
-    return (out.writeStream.queryName(query_name)
-            .option("checkpointLocation", str(cfg.checkpoint_dir))
-            .trigger(processingTime=f"{interval_ms} milliseconds")
-            .foreachBatch(sink)
-            .start())
+    query = (out.writeStream.queryName(query_name)
+             .option("checkpointLocation", str(cfg.checkpoint_dir))
+             .trigger(processingTime=f"{interval_ms} milliseconds")
+             .foreachBatch(sink)
+             .start())
+    if heap is not None:
+        threading.Thread(target=watch_heap, args=(query, heap, sink.metrics), name="heap-watch", daemon=True).start()
+    return query
 
 
 def warm_python_workers(spark: Any, cfg: Config) -> None:
@@ -260,14 +315,12 @@ def read_events(spark: Any, cfg: Config, state_import: StorePath | None = None,
 
 
 def _now_ms() -> int:
-    import time
     return int(time.time() * 1000)
 
 
 def _process_start_ms() -> int:
     """This process' start (epoch ms), from the kernel: ticks after boot, and the boot time from the
     uptime (10 ms steps; /proc/stat's btime has whole seconds)."""
-    import time
     ticks = int(writer_lease.process_start(os.getpid()) or 0)
     boot = time.time() - float(Path("/proc/uptime").read_text().split()[0])
     return int((boot + ticks / os.sysconf("SC_CLK_TCK")) * 1000)
@@ -282,7 +335,12 @@ def main(argv: list[str] | None = None) -> int:
     ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions, retention_configs(cfg))
     archive = class_archive.java_options()
     try:
-        spark = build_spark(cfg, driver_java_options=archive)
+        heap = driver_heap(cfg)  # before the session: pyspark starts the JVM with its heap fixed
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    try:
+        spark = build_spark(cfg, driver_java_options=archive, heap=heap)
     except jvm.JarsMissing as exc:
         log.error("%s", exc)
         return 2
@@ -313,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         query = start_query(spark, cfg,
                             fault=KillAtRandom(cfg.test_kill_probability) if cfg.test_kill_probability else None,
-                            start_phases=phases, lease=lease)
+                            start_phases=phases, lease=lease, heap=heap_watch(cfg, heap))
         # The writer's query no longer plans through Spark's data source daemons once it ran a batch.
         threading.Thread(target=planner_daemons.stop_after_first_batch, args=(spark, query, warming, stopping),
                          name="planner-daemons", daemon=True).start()

@@ -75,6 +75,11 @@ class JobMetrics:
         self.last_batch = Gauge("namesrv_job_last_batch_timestamp_seconds", "When the last batch was committed",
                                 registry=r)
         self.last_snapshot = Gauge("namesrv_job_last_snapshot_id", "Newest cut the job committed", registry=r)
+        self.driver_heap = Gauge("namesrv_job_driver_heap_bytes",
+                                 "The driver's heap (kind=heap), the route state its query holds (kind=state, the "
+                                 "state operators' memoryUsedBytes) and the heap the sizing asks for that state "
+                                 "(kind=needed): needed above heap means the next start needs a bigger one",
+                                 ["kind"], registry=r)
 
 
 

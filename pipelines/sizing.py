@@ -1,0 +1,319 @@
+"""The job sized to its fleet (issue 35, item 6): the driver JVM's heap, decided before the session starts.
+
+Spark runs in local mode inside the job's process: the driver's JVM also runs the tasks and holds
+the HDFS-backed state store, and pyspark starts that JVM when the SparkSession is built, so its
+heap (`spark.driver.memory`, `-Xmx`) is fixed for the life of the process. A fixed 1 GiB was too
+small for some fleets and a waste for others; `NAMESRV_SPARK_DRIVER_MEMORY=auto` (the default)
+sizes it at every start to the fleet the warehouse's newest cut holds, and a JVM size such as
+`3g` fixes it.
+
+The model (docs/scaling.md, "Sizing the job", has the runs it was calibrated on):
+
+* The route state `S`, in bytes: what the stateful operator keeps per broker group (its core
+  line, its live entries, its compressed topic table; `pipelines/buckets.py`), estimated from the
+  cut's row counts as `240·groups + 240·live brokers + 24·queue rows`. Encoded by the real bucket
+  code, a group of one broker is 479 bytes of core plus 367 of topic table for a default broker's
+  13 system topics, each further broker 242 bytes, each further topic 4 (the bench's names) to
+  25 bytes (random 24-character names); Spark's `memoryUsedBytes` measured 925 bytes a group for
+  1,000 to 100,000 groups of 23 topics. The estimate takes the upper end of the topic cost: names
+  of real fleets compress worse than the bench's.
+* The heap's live peak: `64 MiB + 3.4·S + 2·slots·S/buckets`. The base is Spark, Delta and the
+  query at rest (56-68 MiB after a full collection); 3.4·S covers the store's committed map and
+  the version a batch writes (2·S) and the snapshot the store writes every tenth version (about
+  one S more: the peaks of a 100,000-group wave); each running task holds its bucket's state row
+  as it goes to Python and the one that comes back (2·S/buckets per slot).
+* The heap: that peak at 40 % of it (G1 keeps working well below it; a wave of 100,000 groups
+  × 23 topics peaked at 38 % of a 1 GiB heap and ran), rounded up to 256 MiB, and clamped to
+  [1 GiB, a quarter of the host's memory]: below 1 GiB the sort pages and the JVM's own use
+  leave too little, above a quarter the host's other processes (Kafka, the serving processes,
+  the Python workers, which decode the same state) are starved.
+
+Everything here is pure but `read_fleet` and `host_memory_bytes`, the two reads at the edge.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from conf.store import StorePath, store_path
+
+log = logging.getLogger(__name__)
+
+MiB = 1 << 20
+GiB = 1 << 30
+AUTO = "auto"
+
+# The state estimate, bytes per unit of the cut (the module's docstring says where they come from).
+GROUP_BYTES = 240
+BROKER_BYTES = 240
+QUEUE_ROW_BYTES = 24
+# The heap's live peak: base + STATE_FACTOR·S + TASK_COPIES·slots·S/buckets.
+BASE_BYTES = 64 * MiB
+STATE_FACTOR = 3.4
+TASK_COPIES = 2
+# The share of the heap that live peak may take.
+LIVE_SHARE = 0.4
+FLOOR_BYTES = GiB
+HOST_SHARE = 0.25
+STEP_BYTES = 256 * MiB
+# Spark refuses a driver whose JVM has less than 1.5 × its 300 MiB reserve (INVALID_DRIVER_MEMORY).
+SPARK_MINIMUM_BYTES = 512 * MiB
+# A warned state must fall this far under the line before a new crossing warns again.
+REARM_SHARE = 0.9
+
+_SIZE = re.compile(r"([1-9][0-9]*)([kmgt]?)", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": MiB, "g": GiB, "t": 1 << 40}
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """What the newest cut holds, as far as the heap is concerned: broker groups (cluster_addr's
+    rows), live brokers (broker_live's) and queue rows (topic_queue's: one per topic and group)."""
+
+    groups: int
+    brokers: int
+    queue_rows: int
+    snapshot_id: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("groups", "brokers", "queue_rows"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"a fleet's {name} cannot be negative: {getattr(self, name)}")
+
+    def describe(self) -> str:
+        cut = "no cut yet" if self.snapshot_id is None else f"cut {self.snapshot_id}"
+        return f"{self.groups:,} broker groups, {self.brokers:,} live brokers, {self.queue_rows:,} queue rows ({cut})"
+
+
+EMPTY = Fleet(0, 0, 0)
+
+
+@dataclass(frozen=True)
+class Heap:
+    """The driver's heap and why: `size` goes to `spark.driver.memory` as it is."""
+
+    size: str
+    bytes: int
+    source: Literal["auto", "setting"]
+    fleet: Fleet
+    state_bytes: int  # the fleet's estimated route state
+    needed_bytes: int  # the heap the model asks for that state, before rounding and clamps
+    auto_size: str  # what `auto` gives (this size, unless the setting fixed another)
+    clamp: Literal["floor", "ceiling"] | None = None
+
+    def describe(self) -> str:
+        """The start's log line: the heap, where it came from, and the fleet it was sized for."""
+        needed = jvm_size(self.needed_bytes)
+        if self.source == "setting":
+            text = (f"driver heap {self.size} (NAMESRV_SPARK_DRIVER_MEMORY); auto would size {self.auto_size} for "
+                    f"{self.fleet.describe()}")
+            return text + ("" if self.bytes >= self.needed_bytes else "; this heap is smaller than the fleet needs")
+        why = {None: "", "floor": f" (the floor; the fleet needs {needed})",
+               "ceiling": f" (a quarter of the host's memory; the fleet needs {needed}: a bigger host or a Spark cluster)"}
+        return (f"driver heap {self.size}{why[self.clamp]}, sized for {self.fleet.describe()}: "
+                f"route state about {self.state_bytes / MiB:,.1f} MiB")
+
+
+def parse_jvm_size(text: str) -> int:
+    """Bytes of a JVM memory size as `-Xmx` takes it (`1g`, `3072m`, `1048576k`, plain bytes)."""
+    m = _SIZE.fullmatch(text.strip())
+    if m is None:
+        raise ValueError(f"not a JVM memory size: {text!r} (a whole number with an optional k, m, g or t, such as 3g)")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def jvm_size(n_bytes: int) -> str:
+    """`n_bytes` rounded up to 256 MiB, as a JVM size: whole GiB as `Ng`, the rest as `Nm`."""
+    if n_bytes <= 0:
+        raise ValueError(f"a heap must be positive: {n_bytes}")
+    rounded = -(-n_bytes // STEP_BYTES) * STEP_BYTES
+    return f"{rounded // GiB}g" if rounded % GiB == 0 else f"{rounded // MiB}m"
+
+
+def state_bytes(fleet: Fleet) -> int:
+    """The route state the stateful operator holds for `fleet` (bytes; an upper estimate)."""
+    return GROUP_BYTES * fleet.groups + BROKER_BYTES * fleet.brokers + QUEUE_ROW_BYTES * fleet.queue_rows
+
+
+def _slot_share(slots: int, buckets: int) -> float:
+    if slots < 1 or buckets < 1:
+        raise ValueError(f"task slots and state buckets must be positive: {slots}, {buckets}")
+    return TASK_COPIES * min(slots, buckets) / buckets
+
+
+def heap_for_state(state: int, *, slots: int, buckets: int) -> int:
+    """The heap (bytes, unrounded, unclamped) whose LIVE_SHARE holds the live peak of `state`."""
+    if state < 0:
+        raise ValueError(f"a state cannot be negative: {state}")
+    peak = BASE_BYTES + (STATE_FACTOR + _slot_share(slots, buckets)) * state
+    return int(peak / LIVE_SHARE)
+
+
+def state_limit(heap: int, *, slots: int, buckets: int) -> int:
+    """The largest state `heap` is sized for: past it, `heap_for_state` asks for more."""
+    return max(0, int((heap * LIVE_SHARE - BASE_BYTES) / (STATE_FACTOR + _slot_share(slots, buckets))))
+
+
+def ceiling(host_memory: int) -> int:
+    """The largest heap auto gives on a host of `host_memory` bytes (never under the floor)."""
+    if host_memory <= 0:
+        raise ValueError(f"a host's memory must be positive: {host_memory}")
+    return max(FLOOR_BYTES, int(host_memory * HOST_SHARE) // STEP_BYTES * STEP_BYTES)
+
+
+def driver_heap(setting: str, fleet: Fleet | None, *, host_memory: int, slots: int, buckets: int) -> Heap:
+    """The driver's heap for NAMESRV_SPARK_DRIVER_MEMORY `setting`: a JVM size is taken as it is
+    (when Spark accepts it), `auto` sizes it to `fleet` (None: no cut yet, an empty fleet)."""
+    fleet = EMPTY if fleet is None else fleet
+    state = state_bytes(fleet)
+    needed = heap_for_state(state, slots=slots, buckets=buckets)
+    top = ceiling(host_memory)
+    rounded = parse_jvm_size(jvm_size(needed))
+    clamp: Literal["floor", "ceiling"] | None = None
+    if rounded < FLOOR_BYTES:
+        chosen, clamp = FLOOR_BYTES, "floor"
+    elif rounded > top:
+        chosen, clamp = top, "ceiling"
+    else:
+        chosen = rounded
+    if setting.strip().lower() != AUTO:
+        explicit = parse_jvm_size(setting)
+        if explicit < SPARK_MINIMUM_BYTES:
+            raise ValueError(f"NAMESRV_SPARK_DRIVER_MEMORY={setting} is below the 512m Spark's driver needs "
+                             "(it refuses less than 450 MiB of system memory)")
+        return Heap(setting.strip(), explicit, "setting", fleet, state, needed, jvm_size(chosen))
+    return Heap(jvm_size(chosen), chosen, "auto", fleet, state, needed, jvm_size(chosen), clamp)
+
+
+def local_slots(master: str, cpu_count: int) -> int:
+    """How many tasks run at once in the driver's JVM: N of `local[N]`, the host's cores for
+    `local[*]`, 1 for `local`; a cluster's executors are not the driver's (1: only the per-slot
+    term of the model needs it, and the driver then holds no state)."""
+    m = re.fullmatch(r"local(?:\[(\*|[0-9]+)(?:,\s*[0-9]+)?\])?", master.strip())
+    if m is None:
+        return 1
+    if m.group(1) is None:
+        return 1
+    return max(1, cpu_count) if m.group(1) == "*" else max(1, int(m.group(1)))
+
+
+@dataclass(frozen=True)
+class Pressure:
+    """A watch's verdict on one batch: the state, the heap the model asks for it, and whether this
+    batch crossed the line (`warn`: the first batch past it since the state was last under it)."""
+
+    state: int
+    needed: int
+    warn: bool
+
+
+class HeapWatch:
+    """Compares the running query's state (`memoryUsedBytes` of its state operators) with the heap
+    the job started with, once per batch; warns once per crossing of the largest state that heap
+    was sized for, and again only after the state fell back under REARM_SHARE of it."""
+
+    def __init__(self, heap: int, *, slots: int, buckets: int, host_memory: int) -> None:
+        self.heap = heap
+        self.slots, self.buckets = slots, buckets
+        self.limit = state_limit(heap, slots=slots, buckets=buckets)
+        self.top = ceiling(host_memory)
+        self._over = False
+
+    def observe(self, state: int) -> Pressure:
+        needed = heap_for_state(state, slots=self.slots, buckets=self.buckets)
+        if state > self.limit:
+            warn, self._over = not self._over, True
+        else:
+            warn = False
+            if state < self.limit * REARM_SHARE:
+                self._over = False
+        return Pressure(state, needed, warn)
+
+    def message(self, p: Pressure) -> str:
+        """The warning: what the state reached, its share of the heap, and the next start's size."""
+        nxt = min(parse_jvm_size(jvm_size(p.needed)), self.top)
+        text = (f"the route state reached {p.state / MiB:,.1f} MiB, {100 * p.state / self.heap:.0f} % of the driver's "
+                f"{jvm_size(self.heap)} heap, past the {self.limit / MiB:,.1f} MiB it was sized for (its live peak "
+                f"would pass {100 * LIVE_SHARE:.0f} % of the heap); the next start needs {jvm_size(nxt)}: restart "
+                "the job with NAMESRV_SPARK_DRIVER_MEMORY=auto (it sizes the heap to the fleet) or that size")
+        if parse_jvm_size(jvm_size(p.needed)) > self.top:
+            text += f" (the fleet needs {jvm_size(p.needed)}, more than a quarter of this host's memory)"
+        return text
+
+
+def state_of_progress(progress: dict[str, Any] | None) -> int | None:
+    """The state operators' `memoryUsedBytes` of a query progress (None: the batch reported none)."""
+    ops = (progress or {}).get("stateOperators") or []
+    used = [int(op.get("memoryUsedBytes") or 0) for op in ops]
+    return sum(used) if used else None
+
+
+# -- the edge: two reads -------------------------------------------------------------------------
+
+def _row_count(path: str, version: int) -> int:
+    """Rows of a Delta table at `version`, from its log's per-file statistics (no data file read);
+    a file written without them is counted from its Parquet footer."""
+    from deltalake import DeltaTable
+    dt = DeltaTable(path, version=version)
+    counts = dt.get_add_actions(flatten=True).column("num_records").to_pylist()
+    if all(c is not None for c in counts):
+        return int(sum(counts))
+    return int(dt.to_pyarrow_dataset().count_rows())
+
+
+def read_fleet(warehouse: StorePath) -> Fleet | None:
+    """The fleet of the warehouse's newest cut (None: no cut yet). The progress record names the
+    cut and its table versions (`schemas/progress.py`); a record without it (a job instance that
+    committed no cut) is looked up in the `snapshots` table. Each count is a Delta log replay and
+    a sum over its files' statistics: about 10-30 ms a table."""
+    from schemas import tables as t
+    from schemas.progress import read_progress
+    wh = store_path(warehouse)
+    progress = read_progress(wh) or {}
+    cut = progress.get("cut")
+    if cut is None and progress.get("snapshotId") is not None:
+        from snapshots.reader import SnapshotReader
+        cut = SnapshotReader(wh).row_at(snapshot_id=int(progress["snapshotId"]))
+    if cut is None:
+        return None
+    count = {table.name: _row_count(str(wh / table.name), int(cut[t.version_column(table)]))
+             for table in (t.CLUSTER_ADDR, t.BROKER_LIVE, t.TOPIC_QUEUE)}
+    return Fleet(count[t.CLUSTER_ADDR.name], count[t.BROKER_LIVE.name], count[t.TOPIC_QUEUE.name],
+                 int(cut["snapshotId"]))
+
+
+def host_memory_bytes() -> int:
+    """The memory this process may use: the host's physical memory, or its cgroup's limit when lower
+    (a container's)."""
+    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    for limit_file in (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes")):
+        try:
+            text = limit_file.read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < physical:
+            return int(text)
+    return int(physical)
+
+
+def size_driver(setting: str, warehouse: StorePath, *, master: str, buckets: int) -> Heap:
+    """The heap for this start: the fleet read (unless the setting fixes the heap and the warehouse
+    has nothing to say), the host's memory, the model. A warehouse that cannot be read sizes for
+    an empty fleet, and says so: a start is not refused for the heap's sake."""
+    started = time.monotonic()
+    try:
+        fleet = read_fleet(warehouse)
+    except Exception as exc:  # a damaged or unreachable warehouse is the job's to report, not the sizing's
+        log.warning("driver heap: the newest cut's fleet could not be read (%s); sized for none",
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        fleet = None
+    heap = driver_heap(setting, fleet, host_memory=host_memory_bytes(), slots=local_slots(master, os.cpu_count() or 1),
+                       buckets=buckets)
+    log.info("%s (read in %.0f ms)", heap.describe(), 1000 * (time.monotonic() - started))
+    return heap
