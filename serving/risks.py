@@ -18,6 +18,9 @@ not seen.
 
 `?asOf=` / `?snapshot=` fold the retained cuts up to the one asked afresh (the same cuts, from
 the same oldest one), one request at a time, and keep the last `AS_OF_CACHED` answers.
+
+`sinceAtOrBefore` marks a risk that already held at the oldest cut read, unless that cut is the
+warehouse's first: then nothing came before it and every since is exact.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from schemas.fields import InvalidInput
 from serving.errors import ApiError
 from serving.params import parse_instant, parse_int
 from snapshots.reader import SnapshotReader
-from snapshots.risk_history import HistoryFold, change_log, fold_history, retention_floor, snapshot_rows
+from snapshots.risk_history import HistoryFold, change_log, first_cut_id, fold_history, retention_floor, snapshot_rows
 from snapshots.store import SnapshotStore
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,7 @@ class Answer:
     snapshot_id: int | None
     commit_time: int | None
     history_complete: bool
+    from_first: bool = False  # the history read begins at the warehouse's first cut: every since is exact
 
     def counts(self) -> dict[str, int]:
         return self.report.counts() if self.report is not None else {k.name: 0 for k in KINDS}
@@ -92,6 +96,7 @@ class RiskService:
         self._start_lock = threading.Lock()
         self._fold: HistoryFold | None = None
         self._catching_up = True       # the history is being folded; the served cut's report is provisional
+        self._from_first = False       # the history folded began at the warehouse's first cut
         self._as_of_lock = threading.Lock()
         self._as_of: dict[int, Answer] = {}
         self.error: str | None = None  # the thread's last failure (it tries again)
@@ -158,7 +163,7 @@ class RiskService:
             return True
         if fold.last_id != snap.snapshot_id:
             self._publish(Answer(fold.fold(snap, self._served_changes(fold, snap)), snap.snapshot_id,
-                                 snap.commit_time, True))
+                                 snap.commit_time, True, self._from_first))
         return False
 
     def _catch_up(self, fold: HistoryFold, snap: Snapshot) -> bool:
@@ -172,15 +177,18 @@ class RiskService:
             fold.step()
         if not fold.done():
             return True
-        behind = snapshot_rows(self.warehouse, after_id=fold.last_id, before_id=snap.snapshot_id)
+        last = fold.last_id
+        behind = snapshot_rows(self.warehouse, after_id=last, before_id=snap.snapshot_id,
+                               since_ms=retention_floor(self.store.retention_ms) if last is None else None)
         if behind:  # committed while the history was folded
             fold.extend(behind)
             return True
         report = fold.fold(snap, self._served_changes(fold, snap))
         fold.close()
         self._catching_up = False
+        self._from_first = fold.from_first
         log.info("risk history folded: %s; since is read from %s on", fold.stats, fold.tracker.origin)
-        self._publish(Answer(report, snap.snapshot_id, snap.commit_time, True))
+        self._publish(Answer(report, snap.snapshot_id, snap.commit_time, True, self._from_first))
         return False
 
     def _served_changes(self, fold: HistoryFold, snap: Snapshot) -> list[dict[str, Any]]:
@@ -203,7 +211,8 @@ class RiskService:
             changes = change_log(self.warehouse, version, upto_id=snap.snapshot_id, after_id=snap.snapshot_id - 1,
                                  window_from_ms=(snap.commit_time or 0) - self.settings.window_ms)[1]
         report = RiskTracker(self.settings).fold(Cut(snap, changes))
-        return Answer(report, snap.snapshot_id, snap.commit_time, False)
+        return Answer(report, snap.snapshot_id, snap.commit_time, False,
+                      snap.snapshot_id == first_cut_id(self.warehouse))
 
     def _publish(self, answer: Answer) -> None:
         with self._cond:
@@ -252,7 +261,7 @@ class RiskService:
             rows = snapshot_rows(self.warehouse, since_ms=min(floor, row["commitTime"]),
                                  before_id=row["snapshotId"] + 1)
             fold = fold_history(self.warehouse, rows, self.settings)
-            answer = Answer(fold.tracker.report, row["snapshotId"], row["commitTime"], True)
+            answer = Answer(fold.tracker.report, row["snapshotId"], row["commitTime"], True, fold.from_first)
             if len(self._as_of) >= AS_OF_CACHED:
                 self._as_of.pop(next(iter(self._as_of)))
             self._as_of[row["snapshotId"]] = answer
@@ -308,8 +317,9 @@ def page(answer: Answer, kinds: list[str], offset: int, limit: int, query: Mappi
     report = answer.report
     counts = answer.counts()
     total = sum(counts[k] for k in kinds)
-    risks = [] if report is None else [{**r.to_json(), "sinceAtOrBefore": report.since_at_or_before(r)}
-                                       for r in report.risks(kinds=kinds, offset=offset, limit=limit)]
+    risks = [] if report is None else [
+        {**r.to_json(), "sinceAtOrBefore": report.since_at_or_before(r) and not answer.from_first}
+        for r in report.risks(kinds=kinds, offset=offset, limit=limit)]
     body: dict[str, Any] = {
         "snapshotId": answer.snapshot_id, "commitTime": answer.commit_time,
         "historyFrom": None if report is None else report.origin_ms, "historyComplete": answer.history_complete,

@@ -37,8 +37,10 @@ enough to see a risk that cleared inside the run and make its next appearance a 
 What `since` then says: exactly the first cut of the run, read over every retained cut, except
 for a risk that already held at the oldest cut read (the oldest retained, or the first after a
 cut that could no longer be read): its since is that cut's time and `RiskReport.since_at_or_before`
-says it may have begun earlier. Flapping is counted from the change log, so expiries in the day
-before the oldest cut are counted too; a DataVersion that went back before it is not known.
+says it may have begun earlier, unless that cut is the first the warehouse ever committed
+(`first_cut_id`, `HistoryFold.from_first`: nothing came before it). Flapping is counted from the
+change log, so expiries in the day before the oldest cut are counted too; a DataVersion that went
+back before it is not known.
 
 Cost: one Delta load per ROUTE cut (a cut whose topic_queue version is the previous one's reuses
 its topic index), one broker_live read and an Arrow comparison per LIVE cut (about 10-20 ms each,
@@ -110,6 +112,18 @@ def snapshot_rows(warehouse: StorePath, *, since_ms: int | None = None, after_id
     return rows
 
 
+def first_cut_id(warehouse: StorePath) -> int | None:
+    """The id of the first cut the warehouse ever committed (None: none): a fold that begins there
+    has nothing before it, so no since it reads is only an upper bound. The `snapshots` table
+    keeps every row; the retention removes what an old row points at, not the row."""
+    path = store_path(warehouse) / t.SNAPSHOTS.name
+    if not DeltaTable.is_deltatable(str(path)):
+        return None
+    ids = DeltaTable(str(path)).to_pyarrow_dataset().to_table(columns=["snapshotId"])["snapshotId"]
+    first = pc.min(ids).as_py()
+    return None if first is None else int(first)
+
+
 def change_log(warehouse: StorePath, version: int, *, upto_id: int, after_id: int,
                window_from_ms: int | None = None) -> tuple[set[int], list[dict[str, Any]]]:
     """From route_changes as of its table version `version`, about the cuts after_id < snapshotId
@@ -176,6 +190,7 @@ class HistoryFold:
         self._snap: Snapshot | None = None          # the last cut folded
         self._live: pa.Table | None = None          # its LIVE_COLUMNS, sorted
         self._quiet: dict[str, Any] | None = None   # the last quiet row since then
+        self._origin_id: int | None = None          # the tracker's first cut
 
     @property
     def reader(self) -> SnapshotReader:
@@ -210,6 +225,13 @@ class HistoryFold:
             self._changes.setdefault(cut_id, []).extend(rs)
         self._rows.extend(rows)
 
+    @property
+    def from_first(self) -> bool:
+        """Whether the tracker's first cut is the warehouse's first ever (nothing before it was
+        left unread) and no cut since failed to load."""
+        return self.stats.restarts == 0 and self._origin_id is not None and \
+            self._origin_id == first_cut_id(self.warehouse)
+
     def done(self) -> bool:
         return self._next >= len(self._rows)
 
@@ -224,7 +246,7 @@ class HistoryFold:
                         row["snapshotId"], type(exc).__name__, exc)
             self.stats.restarts += 1
             self.tracker = RiskTracker(self.settings)
-            self._snap = self._live = self._quiet = None
+            self._snap = self._live = self._quiet = self._origin_id = None
             self._reader = None
             self._before = row
             self._changes.pop(row["snapshotId"], None)
@@ -262,6 +284,8 @@ class HistoryFold:
         cut before it first."""
         self.refold()
         report = self.tracker.fold(Cut(snap, changes))
+        if self._origin_id is None:
+            self._origin_id = snap.snapshot_id
         self._snap, self._live = snap, None  # a loaded cut's step sets its live columns after this
         if snap.snapshot_id is not None and (self._before is None or snap.snapshot_id > self._before["snapshotId"]):
             self._before = {"snapshotId": snap.snapshot_id, "commitTime": snap.commit_time,

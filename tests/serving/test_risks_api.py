@@ -80,8 +80,8 @@ def test_the_served_cut_by_severity_with_since(served):
     assert (wiped["since"], wiped["sinceAtOrBefore"], wiped["brokerName"], wiped["cluster"]) == \
         (rows[2]["commitTime"], False, "c", "DefaultCluster")
     assert by_id["no-live-slave:c"]["since"] == rows[1]["commitTime"]  # c came with the second cut
-    lonely = by_id["no-live-slave:b"]  # held at the oldest cut read: it may have begun before
-    assert (lonely["since"], lonely["sinceAtOrBefore"], lonely["address"]) == (rows[0]["commitTime"], True, B0)
+    lonely = by_id["no-live-slave:b"]  # held at the oldest cut read, the warehouse's first: nothing came before
+    assert (lonely["since"], lonely["sinceAtOrBefore"], lonely["address"]) == (rows[0]["commitTime"], False, B0)
     assert body["counts"] == {"write-perm-wiped": 1, "single-group-topic": 1, "no-live-slave": 2, "flapping-broker": 0,
                               "data-version-backwards": 0, "single-zone-topic": 0}
     assert body["severities"] == {"critical": 1, "warning": 3, "info": 0}
@@ -168,6 +168,29 @@ def test_a_cut_loaded_from_delta_answers_as_the_mapped_one(served):
         assert ours == get(app)[1]
     finally:
         service.close()
+
+
+def test_a_risk_held_at_the_oldest_retained_cut_may_have_begun_before(tmp_path):
+    """The first cut is older than the retention: a risk already holding at the oldest cut read
+    says its since is only an upper bound."""
+    d = SinkDriver(tmp_path / "delta")
+    d.run_batch([reg("b", 0, B0, tps=topics("Solo", "Base"))], now())
+    time.sleep(1.2)
+    d.run_batch([reg("c", 0, C0, tps=topics("Base", "Other"))], now())
+    store = SnapshotStore(SnapshotReader(tmp_path / "delta"), 3600.0, retention_ms=1000)
+    store.refresh()
+    service = RiskService(store)
+    try:
+        answer = wait(lambda: (service.newest() or None) and service.newest().history_complete and service.newest(),
+                      30, "the risk history folded")
+        body = page(answer, [k.name for k in core.KINDS], 0, 100, {})
+    finally:
+        service.close()
+    rows = snapshot_rows(tmp_path / "delta")
+    flags = {r["id"]: (r["since"], r["sinceAtOrBefore"]) for r in body["risks"]}
+    assert body["historyFrom"] == rows[1]["commitTime"]
+    assert flags["no-live-slave:b"] == (rows[1]["commitTime"], True)  # b was alone since the first cut, unread
+    assert flags["no-live-slave:c"] == (rows[1]["commitTime"], True)  # held at the oldest read: as far as it knows
 
 
 # ---------------------------------------------------------------- a large cut
