@@ -53,6 +53,7 @@ EXTENSION = "namesrv.risks"
 MAX_LIMIT = 1000
 WAIT_S = 2.0          # how long a request waits for the report of a cut served a moment ago
 STEP_S = 0.05         # history folded between two looks at the served cut
+PROVISIONAL_AFTER_S = 0.5  # a history folded for longer than this gets a provisional report of the served cut
 IDLE_S = 1.0          # the thread's longest sleep without a refresh
 AS_OF_CACHED = 16     # past cuts' answers kept
 SEVERITIES = tuple(dict.fromkeys(k.severity for k in KINDS))  # critical, warning, info
@@ -97,6 +98,7 @@ class RiskService:
         self._fold: HistoryFold | None = None
         self._catching_up = True       # the history is being folded; the served cut's report is provisional
         self._from_first = False       # the history folded began at the warehouse's first cut
+        self._catch_up_from: float | None = None  # when the history fold began (monotonic)
         self._as_of_lock = threading.Lock()
         self._as_of: dict[int, Answer] = {}
         self.error: str | None = None  # the thread's last failure (it tries again)
@@ -159,7 +161,7 @@ class RiskService:
             # the store went back (a warehouse restored from a backup): read the history again
             log.warning("served cut %s is older than the last folded, %s: reading the risk history again",
                         snap.snapshot_id, last["snapshotId"])
-            self._fold, self._catching_up = None, True
+            self._fold, self._catching_up, self._catch_up_from = None, True, None
             return True
         if fold.last_id != snap.snapshot_id:
             self._publish(Answer(fold.fold(snap, self._served_changes(fold, snap)), snap.snapshot_id,
@@ -167,10 +169,15 @@ class RiskService:
         return False
 
     def _catch_up(self, fold: HistoryFold, snap: Snapshot) -> bool:
-        """Fold the history for up to STEP_S, keeping a provisional report of the served cut;
-        once every cut before the served one is folded, fold it and go on with served cuts."""
+        """Fold the history for up to STEP_S, keeping a provisional report of the served cut once
+        it has taken PROVISIONAL_AFTER_S (a short history needs none: a request waits for the
+        report meanwhile); once every cut before the served one is folded, fold it and go on
+        with served cuts."""
+        if self._catch_up_from is None:
+            self._catch_up_from = time.monotonic()
         current = self._answer
-        if current is None or current.snapshot_id != snap.snapshot_id:
+        if (current is None or current.snapshot_id != snap.snapshot_id) and \
+                time.monotonic() - self._catch_up_from >= PROVISIONAL_AFTER_S:
             self._publish(self._provisional(snap))
         deadline = time.monotonic() + STEP_S
         while not fold.done() and time.monotonic() < deadline and not self._stop.is_set():

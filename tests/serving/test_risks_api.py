@@ -155,6 +155,21 @@ def test_a_report_is_made_once_per_cut_not_per_request(served, monkeypatch):
     assert service.newest() is first and folds == []
 
 
+def test_while_the_history_is_read_the_served_cut_is_answered_alone(served):
+    """What a server answers until it has read a long history: the kinds of the served cut, each
+    since that cut and marked as possibly older (it is not the warehouse's first)."""
+    app, _ = served
+    service: RiskService = app.extensions[EXTENSION]
+    complete = service.newest()
+    assert complete is not None and complete.history_complete
+    provisional = service._provisional(service.store.current)
+    kinds = [k.name for k in core.KINDS]
+    body = page(provisional, kinds, 0, 100, {})
+    assert body["historyComplete"] is False and body["historyFrom"] == body["commitTime"]
+    assert [r["id"] for r in body["risks"]] == [r["id"] for r in page(complete, kinds, 0, 100, {})["risks"]]
+    assert all(r["since"] == body["commitTime"] and r["sinceAtOrBefore"] for r in body["risks"])
+
+
 def test_a_cut_loaded_from_delta_answers_as_the_mapped_one(served):
     app, cfg = served
     store = SnapshotStore(SnapshotReader(cfg.warehouse), 3600.0, retention_ms=DEFAULTS.history_retention_ms)
