@@ -60,10 +60,12 @@ Since
 Every risk has `since`: the time (ms) of the earliest cut from which it held at every cut up to the
 one asked about; a cut without it ends the run, and it starts again at the next cut that shows it.
 A cut's time is its `commitTime`. `RiskTracker` folds cuts in commit order and keeps what that
-needs (a serving process folds each cut it serves, so `GET /risks` for the newest cut is the
-tracker's last report; `GET /risks?asOf=` folds a fresh tracker over the past cuts up to that
-instant, or keeps trackers of past cuts). `report_from_scratch` recomputes a cut's report from
-the cuts up to it with no carried state: the reference the tracker is tested against.
+needs (a serving process folds the retained history at its start and then each cut it serves,
+so `GET /risks` for the newest cut is the tracker's last report; `GET /risks?asOf=` folds a fresh
+tracker over the past cuts up to that instant; which past cuts are read: `snapshots.risk_history`).
+`RiskReport.origin_ms` is the first cut folded: a risk whose since it is may have begun earlier.
+`report_from_scratch` recomputes a cut's report from the cuts up to it with no carried state: the
+reference the tracker is tested against.
 
 API
 ---
