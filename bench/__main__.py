@@ -3,8 +3,9 @@
 Everything runs on 127.0.0.1 with bounded loops: the whole system (launcher: Tansu, job, HTTP
 server) under a heartbeating fleet for freshness, expiry, idle cost, ingestion and memory; wrk
 against the route lookups with 100,000 topics served; the serving side's snapshot refresh over
-a warehouse written by the real sink; the state step's cost across a scale sweep; and etcd
-(Debian's etcd-server) side by side for lease expiry and read throughput.
+a warehouse written by the real sink; the state step's cost across a scale sweep; etcd
+(Debian's etcd-server) side by side for lease expiry and read throughput; and 10,000 open watch
+streams on one HTTP server (their idle cost, a served cut's latency to them).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from bench.parts_system import (
     serving_benchmarks,
     system_benchmarks,
 )
+from bench.parts_watch import watch_benchmark
 from bench.report import PARTS, ROOT, SCALING, Report
 from conf.version import argument_parser
 
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         "remoting": remoting_benchmark,
         "versus": partial(versus_benchmark, sizes=tuple(int(x) for x in args.versus_sizes.split(",") if x)),
         "fleet": partial(fleet_benchmark, sizes=tuple(int(x) for x in args.fleet_sizes.split(",") if x)),
-        "broker": broker_benchmark}
+        "broker": broker_benchmark, "watch": watch_benchmark}
     chosen = [name for name in parts if not args.only or name in args.only]
     began = time.monotonic()
     for i, name in enumerate(chosen, 1):

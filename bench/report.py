@@ -15,7 +15,7 @@ from fleet import soak_report
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ("system", "ingestion", "serving", "offline", "memory", "scale", "cluster", "stateapi", "sources", "writers", "remoting",
-         "versus", "fleet", "broker")
+         "versus", "fleet", "broker", "watch")
 LAST_RUN = ROOT / "bench" / "last-run.json"
 SCALING = ROOT / "docs" / "scaling.md"
 SOAK_SAMPLES = ROOT / "docs" / "soak-memory.json"  # the newest `./run.sh soak` (its own command: an hour)
