@@ -10,9 +10,10 @@ thread) before the worker takes a request, and stops it when the worker exits; t
 only validates the configuration first, so a bad value fails here, once.
 
 Every open connection, watch streams included, counts against granian's backpressure (its
-limit of connections per worker) and takes a file descriptor: the limit is set to
-NAMESRV_HTTP_MAX_WATCHERS plus the backlog of ordinary connections, and the process's open-file
-limit raised to its hard limit (a warning says when that is too low for so many streams).
+limit of connections per worker) and takes a file descriptor: the process's open-file limit is
+raised to its hard limit, the streams are bounded by NAMESRV_HTTP_MAX_WATCHERS or by what that
+limit holds beside the backlog of ordinary connections (`watch_bound`; a warning says so), and
+the backpressure is that bound plus the backlog.
 """
 
 from __future__ import annotations
@@ -30,21 +31,26 @@ SPARE_FILES = 256  # descriptors the process needs besides its connections (Delt
 log = logging.getLogger("namesrv.http")
 
 
-def raise_file_limit(connections: int) -> int:
-    """Raise the soft open-file limit to the hard one (inherited by granian's worker); returns it.
-    Warns when it cannot hold `connections` connections and the process's own files."""
+def raise_file_limit() -> int:
+    """Raise the soft open-file limit to the hard one (granian's worker inherits it); returns the
+    soft limit now. Each watch stream is a connection, hence a descriptor."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft < hard:
+    if hard != resource.RLIM_INFINITY and soft != resource.RLIM_INFINITY and soft < hard:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
             soft = hard
         except (ValueError, OSError) as exc:
             log.warning("could not raise the open-file limit from %d: %s", soft, exc)
-    if soft != resource.RLIM_INFINITY and soft < connections + SPARE_FILES:
-        log.warning("the open-file limit (%d) holds fewer than NAMESRV_HTTP_MAX_WATCHERS plus %d ordinary "
-                    "connections (%d): raise it (ulimit -n, LimitNOFILE=) or lower NAMESRV_HTTP_MAX_WATCHERS",
-                    soft, BACKLOG, connections + SPARE_FILES)
     return soft
+
+
+def watch_bound(configured: int, file_limit: int) -> int:
+    """The watch streams one server holds: NAMESRV_HTTP_MAX_WATCHERS, or fewer when the open-file
+    limit cannot hold that many beside BACKLOG ordinary connections and SPARE_FILES (a stream over
+    the bound is answered 503; one over the descriptors would fail the accept itself)."""
+    if file_limit == resource.RLIM_INFINITY:
+        return configured
+    return max(1, min(configured, file_limit - BACKLOG - SPARE_FILES))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,10 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     from granian import Granian
     from granian.constants import Interfaces
     from granian.log import LogLevels
-    connections = cfg.http_max_watchers + BACKLOG
-    raise_file_limit(connections)
+    streams = watch_bound(cfg.http_max_watchers, raise_file_limit())  # the worker applies the same bound
+    if streams < cfg.http_max_watchers:
+        log.warning("the open-file limit holds %d watch streams beside %d ordinary connections, not "
+                    "NAMESRV_HTTP_MAX_WATCHERS=%d: raise it (LimitNOFILE=, ulimit -n) for more", streams, BACKLOG,
+                    cfg.http_max_watchers)
+    connections = streams + BACKLOG
     log.info("serving %s on http://%s:%d (granian, an event loop and %d threads, up to %d watch streams)",
-             cfg.warehouse, cfg.http_host, cfg.http_port, cfg.http_threads, cfg.http_max_watchers)
+             cfg.warehouse, cfg.http_host, cfg.http_port, cfg.http_threads, streams)
     Granian("serving.asgi:application_factory", factory=True, interface=Interfaces.RSGI, address=cfg.http_host,
             port=cfg.http_port, workers=1, backlog=BACKLOG, backpressure=connections, websockets=False,
             log_level=LogLevels.warning, log_access=False).serve()

@@ -29,6 +29,7 @@ import io
 import json
 import logging
 import os
+import resource
 import signal
 import sys
 import time
@@ -45,6 +46,7 @@ from schemas.fields import InvalidInput
 from schemas.metrics import FAST_PATH_ENDPOINT, ServerMetrics
 from serving import lifecycle
 from serving import metrics as server_metrics
+from serving.__main__ import watch_bound
 from serving.app import create_app
 from serving.context import EXTENSION
 from serving.fastpath import cut_headers, fast_route_body
@@ -96,7 +98,9 @@ class Front:
         self.max_body = int(app.config["MAX_CONTENT_LENGTH"])
         self.threads = ThreadPoolExecutor(cfg.http_threads, thread_name_prefix="http")
         self.history = ThreadPoolExecutor(1, thread_name_prefix="watch-history")
-        self.hub = WatchHub(self.store, cfg.http_max_watchers, self.history)
+        # as `python -m serving` bounds its connections (the limit is the one it raised, inherited)
+        streams = watch_bound(cfg.http_max_watchers, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        self.hub = WatchHub(self.store, streams, self.history)
         self.served = served
         self._fast_count = self.metrics.requests.labels(FAST_PATH_ENDPOINT, "GET", "200")
         self._fast_latency = self.metrics.latency.labels(FAST_PATH_ENDPOINT)

@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import http.client
 import json
+import resource
 import subprocess
 import sys
 import threading
@@ -32,6 +33,7 @@ from admin.cli import sse_events
 from routeinfo.snapshot import Snapshot
 from schemas import tables as t
 from schemas.fields import InvalidInput
+from serving.__main__ import BACKLOG, SPARE_FILES, watch_bound
 from serving.watch import (
     KEEPALIVE,
     OPENING,
@@ -69,6 +71,13 @@ def test_the_paths_and_the_resume_point_are_read_strictly():
                           (None, "snapshot=3")):
         with pytest.raises(InvalidInput):
             resume_point(header, query)
+
+
+def test_the_streams_a_server_holds_leave_descriptors_for_its_ordinary_connections():
+    assert watch_bound(3, 20_000) == 3
+    assert watch_bound(20_000, 20_000) == 20_000 - BACKLOG - SPARE_FILES
+    assert watch_bound(20_000, resource.RLIM_INFINITY) == 20_000
+    assert watch_bound(100, 1_000) == 1
 
 
 def test_an_event_is_one_sse_event_with_the_cut_its_time_and_the_answer():
