@@ -139,12 +139,14 @@ def watch_heap(query: Any, watch: sizing.HeapWatch, metrics: JobMetrics, poll_s:
     field of every progress with a call of its own."""
     metrics.driver_heap.labels("heap").set(watch.heap)
     seen: int | None = None
-    while query.isActive:
+    while True:
         time.sleep(poll_s)
         try:
+            if not query.isActive:
+                return
             progress = query.lastProgress
-        except Exception:  # the session is stopping; the loop ends with the query
-            continue
+        except Exception:  # the session stopped under the query (a stop, a signal): nothing left to watch
+            return
         if progress is None or progress.get("batchId") == seen:
             continue
         seen = progress.get("batchId")

@@ -240,7 +240,7 @@ class HeapWatch:
         nxt = min(parse_jvm_size(jvm_size(p.needed)), self.top)
         text = (f"the route state reached {p.state / MiB:,.1f} MiB, {100 * p.state / self.heap:.0f} % of the driver's "
                 f"{jvm_size(self.heap)} heap, past the {self.limit / MiB:,.1f} MiB it was sized for (its live peak "
-                f"would pass {100 * LIVE_SHARE:.0f} % of the heap); the next start needs {jvm_size(nxt)}: restart "
+                f"would pass {100 * LIVE_SHARE:.0f} % of the heap); the next start needs at least {jvm_size(nxt)}: restart "
                 "the job with NAMESRV_SPARK_DRIVER_MEMORY=auto (it sizes the heap to the fleet) or that size")
         if parse_jvm_size(jvm_size(p.needed)) > self.top:
             text += f" (the fleet needs {jvm_size(p.needed)}, more than a quarter of this host's memory)"

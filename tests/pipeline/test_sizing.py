@@ -121,13 +121,13 @@ def test_the_watch_warns_once_per_crossing_and_names_the_next_size():
     again = watch.observe(limit * 3)
     assert again.warn
     text = watch.message(again)
-    assert f"the next start needs {jvm_size(again.needed)}" in text and "NAMESRV_SPARK_DRIVER_MEMORY=auto" in text
+    assert f"the next start needs at least {jvm_size(again.needed)}" in text and "NAMESRV_SPARK_DRIVER_MEMORY=auto" in text
 
 
 def test_the_watch_names_the_hosts_ceiling_when_the_state_outgrew_it():
     watch = HeapWatch(GiB, slots=SLOTS, buckets=BUCKETS, host_memory=4 * GiB)
     p = watch.observe(4 * GiB)
-    assert p.warn and "the next start needs 1g" in watch.message(p) and "more than a quarter" in watch.message(p)
+    assert p.warn and "the next start needs at least 1g" in watch.message(p) and "more than a quarter" in watch.message(p)
 
 
 def test_the_state_of_a_progress_sums_its_state_operators():

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 import requests
+from prometheus_client.utils import floatToGoString
 
 from eventlog.publisher import EventPublisher
 from ops.net import free_port
-from pipelines import planner_daemons, writer_lease
+from pipelines import planner_daemons, sizing, writer_lease
 from schemas import tables as t
 from tests.helpers import DEFAULTS, reg, topics, wait
 
@@ -87,6 +88,15 @@ def test_a_paused_writer_is_taken_over_and_writes_nothing_when_resumed(tmp_path)
         first = writer_lease.newest(tmp_path)
         assert first is not None
         old_epoch, old_pid = first[0], first[1]["pid"]
+        # The writer's JVM runs with the heap pipelines/sizing.py chose for the fleet it started with
+        # (none: the floor), which its log names and its metrics export.
+        heap = sizing.driver_heap("auto", None, host_memory=sizing.host_memory_bytes(), buckets=DEFAULTS.state_buckets,
+                                  slots=sizing.local_slots(DEFAULTS.spark_master, os.cpu_count() or 1))
+        jvms = [c for c in _descendants(old_pid) if _cmdline(c).split(" ")[0].endswith("java")]
+        assert len(jvms) == 1 and f"-Xmx{heap.size} " in _cmdline(jvms[0]), [_cmdline(c)[:300] for c in jvms]
+        assert f"driver heap {heap.size} (the floor" in "".join(f.read_text() for f in (tmp_path / "logs").glob("job*.log"))
+        gauge = f'namesrv_job_driver_heap_bytes{{kind="heap"}} {floatToGoString(heap.bytes)}'
+        wait(lambda: gauge in (tmp_path / "metrics" / "job.prom").read_text(), 30, "the driver's heap in the job's metrics")
         # The standby is up and waiting (its SparkSession built) before the writer is paused.
         wait(lambda: "standby: job" in "".join(f.read_text() for f in (tmp_path / "logs").glob("job*.log")), 120,
              "the standby")
