@@ -406,44 +406,52 @@ def _follow(client: ApiClient, path: str, last_id: int | None) -> Iterator[dict[
     down_since: float | None = None
     while True:
         try:
-            for event in sse_events(_stream_lines(client, path, last_id)):
+            with _open_stream(client, path, last_id) as response:
                 down_since = None
-                if event.get("id"):
-                    last_id = int(event["id"])
-                yield {**event, "data": json.loads(event["data"])}
+                for event in sse_events(_stream_lines(response)):
+                    if event.get("id"):
+                        last_id = int(event["id"])
+                    yield {**event, "data": json.loads(event["data"])}
         except AdminError as exc:
             if exc.exit_code != UNREACHABLE or last_id is None:
                 raise
             if down_since is not None and time.monotonic() - down_since > client.timeout_s:
                 raise
-        down_since = down_since if down_since is not None else time.monotonic()
-        click.echo(f"namesrv-admin: the stream ended; resuming after cut {last_id}", err=True)
+        if down_since is None:
+            down_since = time.monotonic()
+            click.echo(f"namesrv-admin: the stream ended; resuming after cut {last_id}", err=True)
         time.sleep(1.0)
 
 
-def _stream_lines(client: ApiClient, path: str, last_id: int | None) -> Iterator[str]:
-    """The lines of one watch stream; errors as the other commands raise them (the server's
-    remark, exit 1 for a refusal, 3 when it cannot be reached or is unavailable)."""
+def _open_stream(client: ApiClient, path: str, last_id: int | None) -> requests.Response:
+    """A watch stream's response; errors as the other commands raise them (the server's remark,
+    exit 1 for a refusal, 3 when it cannot be reached or is unavailable)."""
     headers = {"Accept": "text/event-stream"} | ({} if last_id is None else {"Last-Event-ID": str(last_id)})
     try:
         r = client.http.get(client.url + path, headers=headers, stream=True, timeout=client.timeout_s)
     except requests.RequestException as exc:
         raise AdminError(f"cannot reach the NameServer's HTTP API at {client.url}: {type(exc).__name__} "
                          "(is it running? './run.sh' starts it; --url names another)", UNREACHABLE) from None
-    with r:
-        if r.status_code >= 400:
+    if r.status_code >= 400:
+        with r:
             try:
                 payload = r.json()
             except ValueError:
                 payload = {"remark": r.text[:200]}
-            message = f"{r.status_code} {payload.get('code', '')}: {payload.get('remark', '')}".strip()
-            raise AdminError(message, UNAUTHORIZED if r.status_code == 401 else
-                             UNREACHABLE if r.status_code >= 500 else REFUSED)
-        try:  # as the chunks arrive (chunk_size None), split at CR/LF only (bytes' splitlines; str's splits at U+2028)
-            for line in r.iter_lines(chunk_size=None):  # type: ignore[call-overload]  # None: as they arrive
-                yield line.decode("utf-8", "replace")
-        except requests.RequestException:  # dropped mid-stream (or silent past the timeout: keep-alives stopped)
-            raise AdminError("the watch stream broke off", UNREACHABLE) from None
+        message = f"{r.status_code} {payload.get('code', '')}: {payload.get('remark', '')}".strip()
+        raise AdminError(message, UNAUTHORIZED if r.status_code == 401 else
+                         UNREACHABLE if r.status_code >= 500 else REFUSED)
+    return r
+
+
+def _stream_lines(response: requests.Response) -> Iterator[str]:
+    """A stream's lines as they arrive (chunk_size None), split at CR/LF only (bytes' splitlines:
+    str's would split at U+2028, which a name may hold); AdminError (exit 3) when it breaks off."""
+    try:
+        for line in response.iter_lines(chunk_size=None):  # type: ignore[call-overload]  # None: as they arrive
+            yield line.decode("utf-8", "replace")
+    except requests.RequestException:  # dropped mid-stream (or silent past the timeout: keep-alives stopped)
+        raise AdminError("the watch stream broke off", UNREACHABLE) from None
 
 
 def sse_events(lines: Iterable[str]) -> Iterator[dict[str, str]]:
