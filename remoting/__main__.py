@@ -55,12 +55,11 @@ def build_front(cfg: Config, *, store: SnapshotStore | None = None, process: int
         store.refresh()
         store.start()
     journal = AdminJournal(cfg.warehouse)
-    shared = process is not None
+    in_flight, role = (WRITES_IN_FLIGHT, None) if process is None else \
+        (processes.share(WRITES_IN_FLIGHT, cfg.remoting_processes), processes.child_role(cfg.remoting_port, process))
     return Front(cfg, store, lambda: EventPublisher(cfg.bootstrap, cfg.kafka_topic, max_message_bytes=cfg.max_message_bytes,
                                                     connect_timeout_ms=PUBLISH_CONNECT_TIMEOUT_MS, journal=journal),
-                 metrics=metrics,
-                 writes_in_flight=processes.share(WRITES_IN_FLIGHT, cfg.remoting_processes) if shared else WRITES_IN_FLIGHT,
-                 metrics_role=processes.child_role(cfg.remoting_port, process) if process is not None else None)
+                 metrics=metrics, writes_in_flight=in_flight, metrics_role=role)
 
 
 async def run(cfg: Config, *, process: int | None = None, listening: Callable[[], None] | None = None) -> None:
