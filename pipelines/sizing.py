@@ -23,7 +23,7 @@ The model (docs/scaling.md, "Sizing the job", has the runs it was calibrated on)
   one S more: the peaks of a 100,000-group wave); each running task holds its bucket's state row
   as it goes to Python and the one that comes back (2·S/buckets per slot).
 * The heap: that peak at 40 % of it (G1 keeps working well below it; a wave of 100,000 groups
-  × 23 topics peaked at 38 % of a 1 GiB heap and ran), rounded up to 256 MiB, and clamped to
+  × 23 topics peaked at 37 % of a 1 GiB heap and ran), rounded up to 256 MiB, and clamped to
   [1 GiB, a quarter of the host's memory]: below 1 GiB the sort pages and the JVM's own use
   leave too little, above a quarter the host's other processes (Kafka, the serving processes,
   the Python workers, which decode the same state) are starved.
