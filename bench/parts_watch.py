@@ -295,11 +295,13 @@ def watch_benchmark(rep: Report, quick: bool) -> None:
                f"included), {r['worker_mib_with']['pss'] - r['worker_mib_without']['pss']:.0f} MiB more PSS; "
                f"opened in {r['open_s']:.1f} s", idle <= 5)
     one, every = r["one_group"]["served"], r["all_groups"]["served"]
-    rep.target("a route change, cut served → event at its watchers", "≤ 100 ms",
-               f"one group's topics ({one['events']} watchers): p50 {one['p50_ms']:.1f}, p99 {one['p99_ms']:.1f}, "
-               f"max {one['max_ms']:.1f} ms; every watched route in one cut ({every['events']:,} watchers): "
-               f"p50 {every['p50_ms']:.1f}, p99 {every['p99_ms']:.1f}, max {every['max_ms']:.1f} ms",
-               one["events"] == WATCHERS // WATCHED_GROUPS and every["events"] == WATCHERS and every["max_ms"] <= 100)
+    rep.target(f"a route change, cut served → event at its watchers ({WATCHERS:,} open; one group's topics "
+               f"changed: {WATCHERS // WATCHED_GROUPS} watchers)", "≤ 100 ms",
+               f"p50 {one['p50_ms']:.1f}, p99 {one['p99_ms']:.1f}, max {one['max_ms']:.1f} ms",
+               one["events"] == WATCHERS // WATCHED_GROUPS and one["max_ms"] <= 100)
+    rep.target(f"every watched route changed in one cut: served → event at all {WATCHERS:,} watchers", "≤ 100 ms",
+               f"{every['events']:,} reached: p50 {every['p50_ms']:.1f}, p99 {every['p99_ms']:.1f}, "
+               f"max {every['max_ms']:.1f} ms", every["events"] == WATCHERS and every["max_ms"] <= 100)
     rep.section("Watch streams", [
         f"{WATCHERS:,} watchers ({WATCHERS // (WATCHED_GROUPS * TOPICS)} per topic over {WATCHED_GROUPS * TOPICS:,} topics "
         f"of {GROUPS:,} groups × {TOPICS}) on one `python -m serving` (granian's event loop; the cut builder in the "
