@@ -376,6 +376,7 @@ def test_a_watcher_sees_a_new_slave_and_a_brokers_expiry_as_their_cuts_are_serve
             cluster_stream.close()
     finally:
         beats.stop.set()
+        system.publish([unreg(group, bid, a) for a, bid in (master, slave)])  # the shared system's other users
 
 
 @pytest.mark.integration
@@ -423,6 +424,7 @@ def test_a_resumed_watcher_misses_no_change_across_a_restart_of_the_server(syste
     assert [(e["snapshotId"], e["route"]) for e in map(json.loads, cli.stdout.splitlines())] == expected
     figures(f"watch: resumed after a restart of the server, {len(cuts)} cuts replayed from the history, "
             f"{len(expected)} of them changes, the same through namesrv-admin watch")
+    system.publish([unreg(group, 0, "10.40.0.1:10911")])
 
 
 @pytest.mark.integration
@@ -480,3 +482,5 @@ def test_requests_the_server_hands_to_the_flask_app_answer_as_before(system, ser
         assert (ours.status_code, ours.headers["content-type"]) == (flask.status_code, flask.headers["content-type"])
     head = requests.head(server.url + "/cluster", timeout=10)
     assert head.status_code == 200 and head.content == b""
+    assert requests.delete(server.url + path, headers=auth, timeout=60).status_code == 200
+    assert requests.get(server.url + path, timeout=10).status_code == 404
