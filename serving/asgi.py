@@ -118,11 +118,13 @@ class WsgiThreads:
         while (job := self._queue.get()) is not None:
             loop, answer, environ = job
             try:
-                result = self._call(environ)
+                settled: tuple[Any, BaseException | None] = (self._call(environ), None)
             except BaseException as exc:
-                loop.call_soon_threadsafe(_settle, answer, None, exc)
-            else:
-                loop.call_soon_threadsafe(_settle, answer, result, None)
+                settled = (None, exc)
+            try:
+                loop.call_soon_threadsafe(_settle, answer, *settled)
+            except RuntimeError:  # the loop closed meanwhile (the server stopped): nobody waits for it
+                pass
 
     def stop(self) -> None:
         """End the threads once the requests queued before are answered."""

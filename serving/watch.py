@@ -255,6 +255,9 @@ class Watcher:
             self.emit(change, event)
 
     def write(self, data: bytes) -> None:
+        """Hand `data` to the server, not waiting: granian queues it for the connection at once
+        (and, once the client has gone, hands back a failed awaitable, which ends nothing here: the
+        stream ends when its disconnection resolves)."""
         if self.send is None or self.ended.done():
             return
         try:
