@@ -157,7 +157,9 @@ class Config:
     http_port: int = setting("NAMESRV_HTTP_PORT", 9877,
                              "HTTP listen port (RocketMQ's remoting port is 9876; 0 = any free port, tests)",
                              maximum=65535)
-    http_threads: int = setting("NAMESRV_HTTP_THREADS", 8, "Python threads of the granian worker", positive=True)
+    http_threads: int = setting("NAMESRV_HTTP_THREADS", 8,
+                                "threads answering the requests the HTTP server's event loop hands to the Flask app "
+                                "(route lookups and watch streams are answered in the loop)", positive=True)
     replicas: int = setting(
         "NAMESRV_REPLICAS", 1,
         "serving replicas `./run.sh` starts over the one warehouse: replica i is an HTTP server on "

@@ -14,7 +14,7 @@ event loop holds every stream (a watcher costs an open connection and a few obje
 RSGI rather than ASGI: measured on the bench's 100,000 topics with wrk (64 connections), the
 ASGI message protocol cost lookups (about 11,000 a second per core of the server, against
 15,000 under WSGI) where RSGI's direct calls answered more per core than WSGI did
-(docs/watch.md has the figures). One HTTP port stays the public contract.
+(docs/operations.md, "Watching routes", has the figures). One HTTP port stays the public contract.
 
 Stopping: granian's worker stops its event loop only once every connection has ended, and tells
 the app only then (`__rsgi_del__`); an open watch stream never ends on its own. So SIGTERM and

@@ -179,6 +179,21 @@ PAGE_PARAMS = [_param("q", "query", "case-insensitive substring"),
                _param("limit", "query", "1..500 (default 100)", {"type": "integer"})]
 
 
+WATCH_RESUME = [_param("Last-Event-ID", "header", "resume after this cut (an event's id): the changes since it first, "
+                       "from the history", {"type": "integer", "minimum": 0}, required=False),
+                _param("lastEventId", "query", "the same, for clients that cannot set headers (EventSource polyfills); "
+                       "the header wins", {"type": "integer", "minimum": 0})]
+WATCH_STREAM = {"description": "Server-Sent Events: the answer now, then each served cut that changes it "
+                               "(Operating it, 'Watching routes')",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+WATCH_ERRORS = {"400": E400,
+                "404": _json(ERR, "SNAPSHOT_NOT_FOUND: no cut with the resume id (or, under a WSGI server, no such path)"),
+                "405": _json(ERR, "a watch is read with GET"),
+                "410": _json(ERR, "SNAPSHOT_GONE: the resume id is beyond the retained history"),
+                "501": _json(ERR, "served under a WSGI server (serving.wsgi), which holds no stream"),
+                "503": _json(ERR, "SYSTEM_BUSY: NAMESRV_HTTP_MAX_WATCHERS streams open, the server stopping, or no cut "
+                                  "served yet to resume from (Retry-After)")}
+
 def _list(summary: str, gated: bool = True) -> dict[str, Any]:
     responses: dict[str, Any] = {"200": _json(_ref("TopicList"), "topics"), "400": E400, "404": E404_SNAPSHOT}
     if gated:
@@ -283,6 +298,12 @@ PATHS: dict[str, Any] = {
             _param("to", "query", "ISO-8601 or epoch ms", required=True)],
         "responses": {"200": _json(_ref("Diff"), "the difference"), "400": E400,
                       "404": _json(ERR, "SNAPSHOT_NOT_FOUND")}}},
+    "/topics/{topic}/route/watch": {"get": {
+        "summary": "GET_ROUTEINFO_BY_TOPIC (105) as a stream: each change as it is served",
+        "parameters": [TOPIC, *WATCH_RESUME], "responses": {"200": WATCH_STREAM, **WATCH_ERRORS}}},
+    "/cluster/watch": {"get": {
+        "summary": "GET_BROKER_CLUSTER_INFO (106) as a stream: each change as it is served",
+        "parameters": list(WATCH_RESUME), "responses": {"200": WATCH_STREAM, **WATCH_ERRORS}}},
     "/risks": {"get": {
         "summary": "the risks in the served topology (or as of a past cut), by severity, each with since when it holds",
         "parameters": [

@@ -32,7 +32,8 @@ def api_schema(spark, kafka_bootstrap, tmp_path_factory):
     try:
         p.wait_served(p.publish([reg("broker-a", 0, "127.0.0.1:35911", tps=topics("TopicTest", "Base"))]))
         with lifecycle.running(create_app(p.cfg)) as app:
-            yield schemathesis.openapi.from_wsgi("/openapi.json", app)
+            # the watch streams are served by the RSGI front (serving/asgi.py), not by this WSGI app
+            yield schemathesis.openapi.from_wsgi("/openapi.json", app).exclude(path_regex=r"/watch$")
     finally:
         p.close()
 
