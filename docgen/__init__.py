@@ -240,3 +240,74 @@ def draw_data_flow(path: Path = DATA_FLOW_PICTURE) -> Path:
     fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Description": data_flow_description()})
     plt.close(fig)
     return path
+
+
+# ---------------------------------------------------------------- the watch stream picture
+
+# One watcher's stream of a topic's route, cut by cut, as serving/watch.py sends it: (snapshot id,
+# what the cut changed, whether it changes the watched route, what the server was doing). The
+# picture is drawn from this and carries it, as the data-flow picture does.
+WATCH_STORY: tuple[tuple[int, str, bool, str], ...] = (
+    (41, "the route\non connect", True, "live"),
+    (42, "heartbeats", False, "live"),
+    (43, "another\ntopic", False, "live"),
+    (44, "a slave\nregisters", True, "live"),
+    (45, "heartbeats", False, "live"),
+    (46, "the master\nexpires", True, "down"),
+    (47, "heartbeats", False, "down"),
+    (48, "heartbeats", False, "live"),
+    (49, "write perm\nwiped", True, "live"),
+    (50, "the master\nregisters", True, "live"),
+)
+WATCH_PICTURE = ROOT / "docs" / "img" / "watch-stream.png"
+
+
+def watch_story_description() -> str:
+    import json
+    return json.dumps([list(step) for step in WATCH_STORY])
+
+
+def draw_watch_stream(path: Path = WATCH_PICTURE) -> Path:
+    """The cuts a server serves on one line, the events one watcher receives on the next: only the
+    cuts that change its answer, and across a restart of the server the ones it missed, replayed
+    from the history after its Last-Event-ID before it goes live again."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    ax.set_xlim(39.0, 50.8)
+    ax.set_ylim(-0.2, 2.6)
+    ax.axis("off")
+    down = [sid for sid, _, _, phase in WATCH_STORY if phase == "down"]
+    ax.axvspan(min(down) - 0.5, max(down) + 0.5, color="#eeeeee")
+    ax.text((min(down) + max(down)) / 2, 2.45, "server restarting: the stream is closed",
+            ha="center", fontsize=7.5, color="#555")
+    ax.text(39.0, 2.0, "cuts served", fontsize=8, weight="bold", va="center")
+    ax.text(39.0, 0.7, "events\nreceived", fontsize=8, weight="bold", va="center")
+    resumed_after = max(sid for sid, _, changes, phase in WATCH_STORY if changes and phase == "live" and sid < min(down))
+    for sid, what, changes, phase in WATCH_STORY:
+        ax.plot([sid], [2.0], marker="o", color="#1f77b4" if changes else "#bbbbbb", markersize=7)
+        ax.text(sid, 2.18, str(sid), ha="center", fontsize=7)
+        ax.text(sid, 1.8, what, ha="center", va="top", fontsize=6.5)
+        if not changes or phase == "down":
+            continue
+        colour = "#2ca02c"
+        ax.annotate("", xy=(sid, 0.85), xytext=(sid, 1.9), arrowprops={"arrowstyle": "->", "color": colour})
+        ax.text(sid, 0.7, f"id: {sid}", ha="center", va="center", fontsize=7,
+                bbox={"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": colour})
+    missed = [sid for sid, _, changes, phase in WATCH_STORY if changes and phase == "down"]
+    back = max(down) + 0.9  # the reconnection: what it missed, from the history, before the live ones
+    for i, sid in enumerate(missed):
+        x = back + 0.5 * i
+        ax.annotate("", xy=(x, 0.85), xytext=(sid, 1.4),
+                    arrowprops={"arrowstyle": "->", "color": "#ff7f0e", "linestyle": "--"})
+        ax.text(x, 0.7, f"id: {sid}", ha="center", va="center", fontsize=7,
+                bbox={"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": "#ff7f0e"})
+    ax.text(45.5, 0.0, f"reconnected with Last-Event-ID: {resumed_after}: the changing cuts it missed come first "
+            "(orange, from the history),\nthen live ones (green); grey cuts send nothing",
+            ha="center", fontsize=7, color="#333")
+    ax.set_title("One watcher of a topic's route (GET /topics/<t>/route/watch)", fontsize=10)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Description": watch_story_description()})
+    plt.close(fig)
+    return path

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from docgen import draw_data_flow, write
+from docgen import draw_data_flow, draw_watch_stream, write
 
 if __name__ == "__main__":
     for path in write():
         print(path)
     print(draw_data_flow())
+    print(draw_watch_stream())

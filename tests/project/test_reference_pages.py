@@ -25,3 +25,8 @@ def test_every_request_code_and_metric_family_is_on_its_page():
 def test_the_data_flow_picture_shows_the_stages_as_declared():
     assert docgen.png_description(docgen.DATA_FLOW_PICTURE) == docgen.data_flow_description(), \
         "docs/dataflow.png is stale: run python -m docgen"
+
+
+def test_the_watch_picture_shows_the_story_as_declared():
+    assert docgen.png_description(docgen.WATCH_PICTURE) == docgen.watch_story_description(), \
+        "docs/img/watch-stream.png is stale: run python -m docgen"
