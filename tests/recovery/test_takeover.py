@@ -27,7 +27,7 @@ from pipelines import planner_daemons, sizing, writer_lease
 from schemas import tables as t
 from tests.helpers import DEFAULTS, reg, topics, wait
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
 ROOT = Path(__file__).resolve().parents[2]
 
 
