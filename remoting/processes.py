@@ -230,8 +230,8 @@ class Supervisor:
             slot.next_start = time.monotonic() + delay
             how = _exit_status(status)
             if slot.quick_deaths > MAX_QUICK_DEATHS:
-                self.gave_up = (f"front process {slot.index} {how} {slot.quick_deaths} times in a row, each within "
-                                f"{STABLE_S:.0f} s of its start")
+                self.gave_up = (f"front process {slot.index} died {slot.quick_deaths} times in a row, each within "
+                                f"{STABLE_S:.0f} s of its start (the last time it {how})")
                 return
             log.warning("front process %d (pid %d) %s after %.1f s; forking it again in %.0f s", slot.index, pid, how,
                         ran, delay)

@@ -301,3 +301,23 @@ def test_what_an_ended_process_counted_stays_but_not_its_gauges():
 def test_each_process_takes_its_share_of_a_host_bound():
     assert [processes.share(10_016, n) for n in (1, 2, 3, 64)] == [10_016, 5_008, 3_339, 157]
     assert processes.share(1, 4) == 1
+
+
+def test_a_process_that_keeps_dying_takes_the_supervisor_down(tmp_path):
+    """A front that dies within a minute of each start is forked again after 1 s, 2 s, ...; after
+    MAX_QUICK_DEATHS such deaths in a row (1 here) the supervisor stops and exits 1, for the
+    launcher to restart the whole."""
+    script = (
+        "import logging, sys, time\n"
+        "from pathlib import Path\n"
+        "from remoting import processes\n"
+        "logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
+        "processes.MAX_QUICK_DEATHS = 1\n"
+        f"files = processes.MetricsFiles(Path({str(tmp_path)!r}), 9999, 2)\n"
+        "sys.exit(processes.Supervisor(2, lambda index, listening: 3 if index else time.sleep(60) or 0, files).run())\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "front process 1 died 2 times in a row, each within 60 s of its start (the last time it exited with " \
+        "code 3)" in done.stdout, done.stdout
+    assert "exited with code 3 after" in done.stdout and "forking it again in 1 s" in done.stdout
+    assert "front process 0" not in done.stdout  # the other one ran until it was stopped
