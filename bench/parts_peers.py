@@ -26,7 +26,7 @@ def remoting_benchmark(rep: Report, quick: bool) -> None:
 
     from ops import rocketmq_software as rmq
     from ops import rust_namesrv
-    from ops.procs import processes
+    from ops.procs import processes, tree
     from remoting import codes
     from remoting.client import RemotingClient
     brokers, per_broker = 10, 10
@@ -65,13 +65,16 @@ def remoting_benchmark(rep: Report, quick: bool) -> None:
         ours_addr = f"127.0.0.1:{s.cfg.remoting_port}"
         conns = register_all(ours_addr)
         front = next(p for p in processes() if p.role == "remoting" and p.ppid == s.launcher.pid)  # type: ignore[union-attr]
-        c0 = cpu_seconds([front.pid])
+        # with NAMESRV_REMOTING_PROCESSES > 1 `front` is the supervisor of the front processes:
+        # count them all (with one, this is the front alone, as before)
+        fronts = [p.pid for p in tree(front.pid)]
+        c0 = cpu_seconds(fronts, children=False)
         ours = load(ours_addr)
-        front_cpu = cpu_seconds([front.pid]) - c0
+        front_cpu = cpu_seconds(fronts, children=False) - c0
         # the load runs through warm-up and measurement at about the measured rate; the client's
         # own start (a JVM) is in the wall time but costs the front nothing
         rep.raw["remoting_lookups_per_core_s"] = ours["rps"] * (seconds + warmup) / max(front_cpu, 1e-6)
-        ours["rss_mib"] = rss_mib(front.pid)
+        ours["rss_mib"] = sum(rss_mib(pid) for pid in fronts)
         ours_paced = load(ours_addr, PACE_US)
         for c in conns:
             c.close()
