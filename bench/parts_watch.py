@@ -26,7 +26,6 @@ import re
 import resource
 import select
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -43,6 +42,7 @@ from bench.probes import addr, percentile
 from bench.report import ROOT, Report
 from bench.system import cpu_seconds
 from ops.net import free_port
+from ops.procs import stop_group
 
 GROUPS, TOPICS = 1_000, 10
 WATCHED_GROUPS = 100  # their 1,000 topics are watched
@@ -272,13 +272,8 @@ def measure(quick: bool) -> dict[str, Any]:
         change([(g, 1) for g in range(1, WATCHED_GROUPS)] + [(0, 2)], "all_groups")  # every watcher at once
     finally:
         for proc in (client, server):
-            if proc is not None and proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+            if proc is not None:
+                stop_group(proc, 30)
         log.close()
         out["server_log"] = [line for line in (root / "server.log").read_text().splitlines()
                              if "watch:" in line or "WARNING" in line or "ERROR" in line]

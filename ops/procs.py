@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -82,3 +84,17 @@ def kill_tree(root_pid: int) -> None:
             os.kill(p.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def stop_group(proc: subprocess.Popen[Any], timeout_s: float) -> None:
+    """SIGTERM the process group `proc` leads (started with start_new_session), SIGKILL it after
+    `timeout_s`: what a test or a bench part does with the servers it started, so that a server's
+    own children go with it."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

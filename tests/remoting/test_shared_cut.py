@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import requests
 
 from conf import load_config
 from ops.net import free_port
+from ops.procs import stop_group
 from remoting import codes
 from remoting.client import RemotingClient
 from remoting.front import Front
@@ -69,13 +69,7 @@ def _start(module: str, env: dict[str, str]) -> subprocess.Popen[str]:
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    stop_group(proc, 15)
 
 
 @pytest.mark.integration
