@@ -55,7 +55,7 @@ WAIT_S = 2.0          # how long a request waits for the report of a cut served 
 STEP_S = 0.05         # history folded between two looks at the served cut
 PROVISIONAL_AFTER_S = 0.5  # a history folded for longer than this gets a provisional report of the served cut
 IDLE_S = 1.0          # the thread's longest sleep without a refresh
-AS_OF_CACHED = 16     # past cuts' answers kept
+AS_OF_CACHED = 4      # past cuts' answers kept (a 10,000 x 100 fleet's report is tens of MB)
 SEVERITIES = tuple(dict.fromkeys(k.severity for k in KINDS))  # critical, warning, info
 
 
@@ -78,6 +78,10 @@ class Answer:
 
 
 _NO_CUT = Snapshot.empty()
+
+
+class AsOfBusy(Exception):
+    """A past cut's report is being folded for another request (answered 503 SYSTEM_BUSY)."""
 
 
 class RiskService:
@@ -252,27 +256,38 @@ class RiskService:
         """The answer for the cut committed at or before `as_of_ms` (or with `snapshot_id`), folded
         from the oldest retained cut; LookupError with a remark when there is none, or it is older
         than the history retention (as `snapshots.history.History.cut` says it)."""
-        with self._as_of_lock:
-            reader = SnapshotReader(self.warehouse)
-            row = reader.row_at(as_of_ms=as_of_ms, snapshot_id=snapshot_id)
-            if row is None:
-                raise LookupError(f"no snapshot {snapshot_id}" if snapshot_id is not None else
-                                  f"no snapshot was committed at or before {as_of_ms} (epoch ms)")
-            floor = retention_floor(self.store.retention_ms)
-            if row["commitTime"] < floor and row["snapshotId"] != self.store.current.snapshot_id:
-                raise LookupError(f"snapshot {row['snapshotId']} is older than the history retention "
-                                  f"({self.store.retention_ms // 3_600_000} h)")
-            cached = self._as_of.get(row["snapshotId"])
-            if cached is not None:
-                return cached
-            rows = snapshot_rows(self.warehouse, since_ms=min(floor, row["commitTime"]),
-                                 before_id=row["snapshotId"] + 1)
-            fold = fold_history(self.warehouse, rows, self.settings)
-            answer = Answer(fold.tracker.report, row["snapshotId"], row["commitTime"], True, fold.from_first)
-            if len(self._as_of) >= AS_OF_CACHED:
-                self._as_of.pop(next(iter(self._as_of)))
-            self._as_of[row["snapshotId"]] = answer
-            return answer
+        # one fold of the retained history at a time, and none queued behind it: a week of cuts
+        # takes a long while to fold, and requests waiting here would hold every Flask thread
+        # (/readyz with them) until it ends, so the next one is told to come back instead
+        if not self._as_of_lock.acquire(blocking=False):
+            raise AsOfBusy("another asOf risk report is being folded from the history; ask again in a moment")
+        try:
+            return self._as_of_locked(as_of_ms=as_of_ms, snapshot_id=snapshot_id)
+        finally:
+            self._as_of_lock.release()
+
+    def _as_of_locked(self, *, as_of_ms: int | None, snapshot_id: int | None) -> Answer:
+        """`as_of` under its lock."""
+        reader = SnapshotReader(self.warehouse)
+        row = reader.row_at(as_of_ms=as_of_ms, snapshot_id=snapshot_id)
+        if row is None:
+            raise LookupError(f"no snapshot {snapshot_id}" if snapshot_id is not None else
+                              f"no snapshot was committed at or before {as_of_ms} (epoch ms)")
+        floor = retention_floor(self.store.retention_ms)
+        if row["commitTime"] < floor and row["snapshotId"] != self.store.current.snapshot_id:
+            raise LookupError(f"snapshot {row['snapshotId']} is older than the history retention "
+                              f"({self.store.retention_ms // 3_600_000} h)")
+        cached = self._as_of.get(row["snapshotId"])
+        if cached is not None:
+            return cached
+        rows = snapshot_rows(self.warehouse, since_ms=min(floor, row["commitTime"]),
+                             before_id=row["snapshotId"] + 1)
+        fold = fold_history(self.warehouse, rows, self.settings)
+        answer = Answer(fold.tracker.report, row["snapshotId"], row["commitTime"], True, fold.from_first)
+        if len(self._as_of) >= AS_OF_CACHED:
+            self._as_of.pop(next(iter(self._as_of)))
+        self._as_of[row["snapshotId"]] = answer
+        return answer
 
 
 # ---------------------------------------------------------------- the endpoint
@@ -317,6 +332,8 @@ def _answer(service: RiskService) -> Answer:
         return service.as_of(as_of_ms=parse_instant(as_of, "asOf"))
     except LookupError as exc:
         raise ApiError(404, "SNAPSHOT_NOT_FOUND", str(exc)) from None
+    except AsOfBusy as exc:
+        raise ApiError(503, "SYSTEM_BUSY", str(exc)) from None
 
 
 def page(answer: Answer, kinds: list[str], offset: int, limit: int, query: Mapping[str, str]) -> dict[str, Any]:

@@ -374,6 +374,11 @@ class WatchHub:
                 except ResumeRefused as exc:
                     responder.refuse(exc.status, exc.code, exc.remark)
                     return exc.status
+                except Exception as exc:  # the history unreadable now (a store outage): try again later
+                    log.warning("watch: replaying %s after cut %d failed: %s", key, resume, exc)
+                    responder.refuse(503, "SYSTEM_BUSY", f"the history could not be read to resume from: "
+                                     f"{type(exc).__name__}", [("Retry-After", str(RETRY_FULL_S))])
+                    return 503
             w.send = responder.open()
             w.write(OPENING)
             gone = asyncio.ensure_future(responder.disconnected())

@@ -204,16 +204,24 @@ class ServerProcess:
                     "NAMESRV_HTTP_PORT": str(self.port), "NAMESRV_REFRESH_INTERVAL_MS": str(cfg.refresh_interval_ms),
                     "NAMESRV_ADMIN_TOKEN": ADMIN_TOKEN, **env}
         self.proc: subprocess.Popen[str] | None = None
-        self.output = ""
+        # its output goes to a file: a pipe nobody reads while it runs would block its logging (in
+        # the event loop) once the pipe's 64 KiB fill up
+        self.log = Path(cfg.data_dir) / f"serving-{self.port}.log"
+
+    @property
+    def output(self) -> str:
+        """What the server printed so far."""
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def start(self, timeout: float = 60) -> ServerProcess:
         """Start it and return once it answers /healthz with a cut."""
-        self.proc = subprocess.Popen([sys.executable, "-m", "serving"], cwd=self.ROOT, env=self.env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        with self.log.open("a") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "serving"], cwd=self.ROOT, env=self.env,
+                                         stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
-                raise AssertionError(f"python -m serving exited {self.proc.returncode}:\n{self.proc.communicate()[0]}")
+                raise AssertionError(f"python -m serving exited {self.proc.returncode}:\n{self.output}")
             try:
                 if requests.get(self.url + "/healthz", timeout=5).json().get("snapshotId") is not None:
                     return self
@@ -230,7 +238,7 @@ class ServerProcess:
         began = time.monotonic()
         self.proc.send_signal(signal.SIGTERM)
         try:
-            self.output, _ = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
             raise AssertionError(f"python -m serving did not exit within {timeout:.0f} s of SIGTERM") from None
@@ -239,4 +247,4 @@ class ServerProcess:
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
-            self.output = self.proc.communicate()[0]
+            self.proc.wait()

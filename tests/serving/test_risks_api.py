@@ -134,6 +134,18 @@ def test_as_of_a_past_cut(served):
     assert get(app, "?snapshot=999999")[0] == 404
 
 
+def test_an_as_of_while_another_is_folded_is_told_to_come_back(served):
+    """A second past cut's report is not queued behind a fold of the history (each would hold a
+    Flask thread for as long): 503 SYSTEM_BUSY, and answered once the first is done."""
+    app, cfg = served
+    rows = snapshot_rows(cfg.warehouse)
+    service: RiskService = app.extensions[EXTENSION]
+    with service._as_of_lock:  # a fold under way
+        status, body = get(app, f"?snapshot={rows[1]['snapshotId']}")
+    assert status == 503 and body["code"] == "SYSTEM_BUSY", body
+    assert get(app, f"?snapshot={rows[1]['snapshotId']}")[0] == 200
+
+
 def test_the_gauges_count_the_served_cut(served):
     app, _ = served
     gauge = app.extensions[metrics.EXTENSION].risks  # what /metrics exposes (without its Kafka lag probe)

@@ -170,6 +170,21 @@ def test_a_cut_reaches_exactly_the_watchers_whose_answer_it_changed():
     asyncio.run(scenario())
 
 
+def test_a_history_that_cannot_be_read_to_resume_from_is_a_503_with_retry_after():
+    def replayer(store, key, after, upto):
+        raise OSError("the store is unreachable")
+
+    async def scenario() -> None:
+        hub = WatchHub(None, max_watchers=10, history=ThreadPoolExecutor(1), replayer=replayer)  # type: ignore[arg-type]
+        hub.served(served_cut(6, MASTER))
+        stream = FakeStream()
+        assert await hub.serve(WatchKey("WT"), 5, stream) == 503
+        assert stream.status == 503 and "Retry-After" in stream.headers and hub.open_streams == 0
+        hub.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_resumed_watcher_gets_the_replay_then_the_cuts_served_meanwhile_without_a_gap_or_a_repeat():
     release = threading.Event()
     at = {i: served_cut(i, *evs) for i, evs in ((5, (MASTER,)), (6, (MASTER, SLAVE)), (7, (SLAVE,)))}
@@ -201,7 +216,11 @@ def test_a_resumed_watcher_gets_the_replay_then_the_cuts_served_meanwhile_withou
                                                                 (7, {"1": "10.9.0.2:10911"})]
         ahead = FakeStream()  # a client that saw cut 9 on another replica: nothing until this one passes it
         ahead_task = asyncio.create_task(hub.serve(WatchKey("WT"), 9, ahead))
-        await asyncio.sleep(0.05)
+        waited = 0
+        while ahead.status is None and waited < 1000:  # its replay runs on the history thread; 10 s at most
+            await asyncio.sleep(0.01)
+            waited += 1
+        assert ahead.status == 200
         hub.served(history[9])
         hub.served(served_cut(10, liveness_of=at[7]))
         assert [i for i, _ in ahead.events()] == [10]  # its answer as of cut 9 was the master's (the replayer's)
