@@ -354,6 +354,14 @@ def main(argv: list[str] | None = None) -> int:
         keep_warm=lambda: warm_python_workers(spark, cfg))
     phases["leaseTaken"] = _now_ms()
     log.info("writer epoch %d: the tables carry it; an older writer can no longer commit", lease.epoch)
+    if heap.source == "auto" and phases["leaseTaken"] - phases["sessionBuilt"] > 60_000:
+        # a standby's heap was sized when it started, maybe long before the fleet grew: say so now
+        # (the heap watch warns again if the state presses it), rather than delay the takeover with
+        # a restart of the JVM while the routes wait
+        now_needed = driver_heap(cfg)
+        if now_needed.bytes > heap.bytes:
+            log.warning("this job stood by since its heap was sized (%s); the fleet now asks for %s, which its "
+                        "next start gets", heap.size, now_needed.size)
     stopping = threading.Event()
     lease_stop = threading.Event()
 
