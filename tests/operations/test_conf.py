@@ -25,7 +25,7 @@ def test_environment_overrides(tmp_path):
     ("NAMESRV_HTTP_PORT", "abc", "NAMESRV_HTTP_PORT='abc' is not an integer"),
     ("NAMESRV_BROKER_TIMEOUT_MS", "0", "NAMESRV_BROKER_TIMEOUT_MS must be positive"),
     ("NAMESRV_TRIGGER_INTERVAL_MS", "-5", "must not be negative"),
-    ("NAMESRV_SPARK_DRIVER_MEMORY", "lots", "must be a JVM memory size"),
+    ("NAMESRV_SPARK_DRIVER_MEMORY", "lots", "must be `auto` or a JVM memory size"),
     ("NAMESRV_JOB_STANDBY", "yes", "must be true or false"),
 ])
 def test_bad_values_name_the_variable(var, value, message):
