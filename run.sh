@@ -4,7 +4,7 @@
 #   ./run.sh test [args]     set up, lint (ruff) and type-check (mypy), then run the whole test suite (args go to pytest)
 #   ./run.sh check [args]    the fast loop: lint, types and the unit tests only (seconds; args go to pytest)
 #   ./run.sh compat [args]   the whole compatibility matrix (RocketMQ 4.9, 5.3, 5.5); writes docs/compatibility.md
-#   ./run.sh multihost [args]  the multi-host bed and its fault tests (network namespaces; root; about 8 minutes)
+#   ./run.sh multihost [args]  the multi-host bed and its fault tests (network namespaces; root), and the job on a one-host Spark standalone cluster (about 10 minutes)
 #   ./run.sh faults [args]   the one-host crash and fault tests (kills, a wiped log, supervision; about 6 minutes)
 #   ./run.sh cluster up|down|status  the multi-host bed to try: a Kafka cluster and HDFS on their own hosts
 #   ./run.sh docs            serve the documentation site (docs/, mkdocs.yml) on http://127.0.0.1:8000

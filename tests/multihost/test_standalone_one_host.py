@@ -18,7 +18,7 @@ from ops.standalone import start_cluster
 from tests.harness import Pipeline
 from tests.helpers import hb, reg, topics
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.multihost]  # with the other cluster tests: ./run.sh multihost
 
 ROOT = Path(__file__).resolve().parents[2]
 
