@@ -108,7 +108,7 @@ class SnapshotReader:
         rows = dataset.to_table(filter=flt).to_pylist()
         return max(rows, key=lambda r: r["snapshotId"]) if rows else None
 
-    def _read(self, table: t.TableDef, version: int) -> pa.Table:
+    def read_table(self, table: t.TableDef, version: int) -> pa.Table:
         """A table at a version, reading only the data files the last read of it did not: a cut
         replaces a few owners' rows, so most of its files are the previous cut's, and reading them
         all again was most of a refresh once a table had hundreds of files (docs/latency.md). A data
@@ -139,7 +139,7 @@ class SnapshotReader:
             if kept is not None and kept[0] == version:  # unchanged since the last load: not read again
                 tables[table.name] = kept[1]
                 continue
-            arrow = self._read(table, version)
+            arrow = self.read_table(table, version)
             tables[table.name] = arrow if table is t.TOPIC_QUEUE else python_rows(arrow, ROW_ORDER.get(table.name, ()))
             if table is not t.TOPIC_QUEUE:
                 self._rows[table.name] = (version, tables[table.name])

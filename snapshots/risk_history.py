@@ -294,7 +294,7 @@ class HistoryFold:
 
     def _live_columns(self, version: int) -> pa.Table:
         # the reader's own incremental read: only the files it has not read yet
-        table = self.reader._read(t.BROKER_LIVE, version).select(list(LIVE_COLUMNS))
+        table = self.reader.read_table(t.BROKER_LIVE, version).select(list(LIVE_COLUMNS))
         return table.sort_by([(c, "ascending") for c in LIVE_COLUMNS])
 
     def close(self) -> None:

@@ -64,7 +64,7 @@ class SwappingReader(SnapshotReader):
         return {"snapshotId": self._id, "commitTime": int(time.time() * 1000), "sourceOffsets": "{}",
                 **{t.version_column(x): self._id for x in t.CUT_TABLES}}
 
-    def _read(self, table: t.TableDef, version: int) -> pa.Table:
+    def read_table(self, table: t.TableDef, version: int) -> pa.Table:
         return self.cuts["a" if version % 2 else "b"][table.name]
 
     def load(self, row: dict[str, Any], previous: Any = None) -> Any:
