@@ -80,6 +80,11 @@ class JobMetrics:
                                  "state operators' memoryUsedBytes) and the heap the sizing asks for that state "
                                  "(kind=needed): needed above heap means the next start needs a bigger one",
                                  ["kind"], registry=r)
+        self.task_slots = Gauge("namesrv_job_task_slots",
+                                "Task slots of the driver's local master: those the session runs (kind=running) and "
+                                "those NAMESRV_SPARK_MASTER=auto gives the newest cut's fleet (kind=needed, with auto "
+                                "only, read every minute): needed above running means a restart brings more",
+                                ["kind"], registry=r)
 
 
 
@@ -155,6 +160,9 @@ class SnapshotMetrics:
         self.refresh_failures = Counter(f"{prefix}_refresh_failures", "Refreshes that failed (the last good "
                                         "cut is still served)", registry=registry)
         self.swaps = Counter(f"{prefix}_swaps", "Newer cuts swapped in", registry=registry)
+        self.builder_failures = Gauge(f"{prefix}_builder_failures",
+                                      "Failures in a row of the host's cut builder, from its status file "
+                                      "(cuts/builder.json); 0 once it writes a cut again", registry=registry)
 
     def observe(self, seconds: float, *, ok: bool, swapped: bool) -> None:
         self.refresh_seconds.observe(seconds)
