@@ -12,16 +12,25 @@ life, so a second one (a restart racing the old process's exit, or an in-process
 standalone server, `InProcessBuilder`) waits for the lock instead of writing beside it. The launcher starts this
 process once per serving host, before the serving processes, and restarts it if it dies; while
 it is down the serving processes keep answering from the last file.
+
+The builder says how it fares in `<data dir>/cuts/builder.json` (`StatusFile`, renamed atomically
+over the last): its pid, the last cut it wrote and when, and its failures since (to read the
+job's cuts or to write the file), rewritten on each new cut and each failure, never on an idle
+refresh. A serving store whose cut is behind the job's, or that finds no file, reads it to say in
+its readiness that the builder failed, and why, or that it is not running.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import signal
 import sys
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -32,8 +41,9 @@ from conf.version import argument_parser
 from routeinfo.snapshot import Snapshot
 from schemas.metrics import SnapshotMetrics
 from snapshots.cutfile import CutFile, CutFileError, CutFileStats, write_cut
+from snapshots.freshness import STATUS_FILE, BuilderStatus
 from snapshots.reader import SnapshotReader
-from snapshots.store import SnapshotStore
+from snapshots.store import SnapshotStore, process_start, read_builder_status
 
 log = logging.getLogger("namesrv.cutbuilder")
 CUTS_DIR = "cuts"
@@ -49,6 +59,51 @@ def cut_dir(cfg: Config) -> Path:
 
 def cut_path(cfg: Config) -> Path:
     return cut_dir(cfg) / CUT_FILE
+
+
+def status_path(cfg: Config) -> Path:
+    return cut_dir(cfg) / STATUS_FILE
+
+
+# How a builder writes a cut's file: `cutfile.write_cut` (a test gives one that fails).
+CutWriter = Callable[[Snapshot, Path, "CutFile | Path | None"], CutFileStats]
+
+
+class StatusFile:
+    """The builder's status (`freshness.BuilderStatus`) at `path`, rewritten (a temporary file
+    renamed over it) on each change. Only the holder of the host's lock writes it. A builder that
+    takes over from a dead one carries on its last cut and its failures."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        now, pid = _now_ms(), os.getpid()
+        prior = read_builder_status(path)
+        self.status = BuilderStatus(pid, process_start(pid), now, now) if prior is None else \
+            prior.restarted(pid, process_start(pid), now)
+        self._write()
+
+    def succeeded(self, snapshot_id: int | None, *, wrote: bool) -> None:
+        """The file holds the newest cut (`wrote`: written now); nothing to write on an idle refresh."""
+        if wrote or self.status.failure is not None:
+            self.status = self.status.succeeded(snapshot_id, _now_ms(), wrote=wrote)
+            self._write()
+
+    def failed(self, message: str) -> None:
+        self.status = self.status.failed(message, _now_ms())
+        self._write()
+
+    def _write(self) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        try:
+            tmp.write_text(json.dumps(self.status.to_json()))
+            os.replace(tmp, self.path)
+        except OSError as exc:  # a full disk, say: the serving processes read the last status
+            log.warning("the cut builder's status %s could not be written: %s", self.path, exc)
+            tmp.unlink(missing_ok=True)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @dataclass
@@ -88,10 +143,15 @@ class CutBuilder:
     Called on the store's refresher thread (`SnapshotStore.add_listener`): a write delays the
     next refresh, so cuts committed faster than they are written are coalesced into the newest,
     which is what serving wants. A failed write is logged and tried again after the next
-    refresh, new cut or not."""
+    refresh, new cut or not. With a `status`, each new cut and each failure is told there, a failure
+    of the followed store too (`source_error`: why its last refresh failed, None when it did not)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, status: StatusFile | None = None, write: CutWriter = write_cut,
+                 source_error: Callable[[], str | None] = lambda: None) -> None:
         self.path = path
+        self.status = status
+        self._write_cut = write
+        self._source_error = source_error
         self.last: CutFileStats | None = None
         self.last_error: str | None = None
         self._written: CutFile | None = None
@@ -110,10 +170,17 @@ class CutBuilder:
 
     def __call__(self, snap: Snapshot, swapped: bool) -> None:
         with self._lock:
+            failed = self._source_error()
+            if failed is not None:  # the store kept its last cut: the file may well hold it, not the newest
+                if self.status is not None:
+                    self.status.failed(f"reading the job's cuts: {failed}")
+                return
             if not self._known:
                 self._known, self._held = self._file_holds()
             if self._known and (self._held == snap.snapshot_id or snap.snapshot_id is None):
-                return  # the file has this cut, or a real one where this store has none yet
+                if self.status is not None:  # the file has this cut, or a real one where this store has none yet
+                    self.status.succeeded(self._held, wrote=False)
+                return
             self._write(snap)
 
     def _write(self, snap: Snapshot) -> None:
@@ -122,16 +189,20 @@ class CutBuilder:
             previous = self.path
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            stats = write_cut(snap, self.path, previous)
+            stats = self._write_cut(snap, self.path, previous)
             written = CutFile.open(self.path, verify=False)  # ours: the next write's `previous`
         except Exception as exc:  # kept serving the old file; tried again after the next refresh
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.error("writing the cut file of snapshot %s failed: %s", snap.snapshot_id, self.last_error)
+            if self.status is not None:
+                self.status.failed(self.last_error)
             return
         if self._written is not None:
             self._written.close()
         self._written, self._known, self._held = written, True, snap.snapshot_id
         self.last, self.last_error = stats, None
+        if self.status is not None:
+            self.status.succeeded(snap.snapshot_id, wrote=True)
         log.info("cut %s written to %s: %d topics, %d bodies, %.1f MiB, reused %s, %.2f s (%.2f s CPU)%s",
                  snap.snapshot_id, self.path, stats.topics, stats.bodies, stats.file_bytes / 2**20, stats.reused,
                  stats.seconds, stats.cpu_seconds,
@@ -144,12 +215,14 @@ class CutBuilder:
                 self._written = None
 
 
-def following(cfg: Config) -> tuple[SnapshotStore, CutBuilder]:
+def following(cfg: Config, write: CutWriter = write_cut) -> tuple[SnapshotStore, CutBuilder]:
     """A builder and the Delta-reading store it follows the job through (the serving processes'
-    watch), the builder called after each of the store's refreshes."""
+    watch), the builder called after each of the store's refreshes and telling how it fares in
+    the host's status file (call it holding the host's lock)."""
     store = SnapshotStore(SnapshotReader(cfg.warehouse), cfg.refresh_interval_ms / 1000,
                           retention_ms=cfg.history_retention_ms)
-    builder = CutBuilder(cut_path(cfg))
+    builder = CutBuilder(cut_path(cfg), status=StatusFile(status_path(cfg)), write=write,
+                         source_error=lambda: store.last_error)
     store.add_listener(builder)
     return store, builder
 
@@ -160,19 +233,19 @@ class InProcessBuilder:
     before each look at the file (`SnapshotStore(builder=...)`), so the file is the newest cut's by
     the time the store maps it. Holds the host's lock, taken without waiting."""
 
-    def __init__(self, cfg: Config, lock: BuilderLock) -> None:
+    def __init__(self, cfg: Config, lock: BuilderLock, write: CutWriter = write_cut) -> None:
         self.lock = lock
-        self.store, self.builder = following(cfg)
+        self.store, self.builder = following(cfg, write)
         self._guard = threading.Lock()
         self._stopped = False
 
     @classmethod
-    def start(cls, cfg: Config) -> InProcessBuilder | None:
+    def start(cls, cfg: Config, write: CutWriter = write_cut) -> InProcessBuilder | None:
         """The host's builder in this process, its first file written; None if another holds the lock."""
         lock = BuilderLock.acquire(cut_dir(cfg), wait=False)
         if lock is None:
             return None
-        built = cls(cfg, lock)
+        built = cls(cfg, lock, write)
         built.refresh()
         return built
 

@@ -1,12 +1,14 @@
 """Whether the served cut is fresh enough to answer from, told from the cut and the job's records
 (schemas.progress): readiness (a served cut, and a batch committed by the job instance that runs
-now) and read-your-writes (the source offsets a cut reflects). Pure; the store
-(`snapshots.store`) holds the cut and the records, and waits for a newer cut when asked to.
+now), read-your-writes (the source offsets a cut reflects), and whether the host's cut builder is
+why the served cut is behind (its status, `BuilderStatus`). Pure; the store (`snapshots.store`)
+holds the cut and the records, and waits for a newer cut when asked to.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from typing import Any
 
 from routeinfo.snapshot import Snapshot
@@ -94,3 +96,98 @@ def not_ready(snap: Snapshot, progress: dict[str, Any] | None, job_started: int 
     if progress is None or progress.get("jobStartedAt") != job_started:
         return "the streaming job has started but not committed a batch yet"
     return None
+
+
+# The host's cut builder's status (`snapshots.cutbuilder` writes it beside the cut file, the serving
+# stores read it): what lets a serving process say that the builder is the broken part, and why.
+STATUS_FILE = "builder.json"
+
+
+def _utc(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+@dataclass(frozen=True)
+class BuilderFailure:
+    """The builder's failures since its last success: the first one's time, the last one's time
+    and message, and how many in a row."""
+
+    since_ms: int
+    at_ms: int
+    message: str
+    count: int
+
+
+@dataclass(frozen=True)
+class BuilderStatus:
+    """What the host's cut builder last said of itself: who it is (pid, and the process's start
+    time in clock ticks, which tells a reused pid from it), the last cut it wrote, and its failures
+    since (None: its last attempt succeeded)."""
+
+    pid: int
+    process_start: int | None
+    started_ms: int
+    updated_ms: int
+    written_id: int | None = None
+    written_ms: int | None = None
+    failure: BuilderFailure | None = None
+
+    def restarted(self, pid: int, process_start: int | None, now_ms: int) -> BuilderStatus:
+        """This status taken over by a new builder process: its last cut and its failures carry on
+        (a builder that dies of its failure and is restarted keeps counting them)."""
+        return replace(self, pid=pid, process_start=process_start, started_ms=now_ms, updated_ms=now_ms)
+
+    def succeeded(self, snapshot_id: int | None, now_ms: int, *, wrote: bool) -> BuilderStatus:
+        """After an attempt that left the file holding the newest cut (`wrote`: by writing it now)."""
+        if wrote:
+            return replace(self, updated_ms=now_ms, written_id=snapshot_id, written_ms=now_ms, failure=None)
+        return replace(self, updated_ms=now_ms, failure=None)
+
+    def failed(self, message: str, now_ms: int) -> BuilderStatus:
+        before = self.failure
+        failure = BuilderFailure(now_ms if before is None else before.since_ms, now_ms, message,
+                                 1 if before is None else before.count + 1)
+        return replace(self, updated_ms=now_ms, failure=failure)
+
+    def to_json(self) -> dict[str, Any]:
+        f = self.failure
+        return {"pid": self.pid, "processStart": self.process_start, "startedAt": self.started_ms,
+                "updatedAt": self.updated_ms, "lastCut": {"snapshotId": self.written_id, "writtenAt": self.written_ms},
+                "failure": None if f is None else {"since": f.since_ms, "at": f.at_ms, "message": f.message,
+                                                   "consecutive": f.count}}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> BuilderStatus:
+        """Raises ValueError (or KeyError, TypeError) when `doc` is not a status."""
+        f, cut = doc["failure"], doc["lastCut"]
+        return cls(int(doc["pid"]), None if doc["processStart"] is None else int(doc["processStart"]),
+                   int(doc["startedAt"]), int(doc["updatedAt"]),
+                   None if cut["snapshotId"] is None else int(cut["snapshotId"]),
+                   None if cut["writtenAt"] is None else int(cut["writtenAt"]),
+                   None if f is None else BuilderFailure(int(f["since"]), int(f["at"]), str(f["message"]),
+                                                         int(f["consecutive"])))
+
+
+def builder_trouble(status: BuilderStatus, alive: bool) -> str | None:
+    """What is wrong with the host's cut builder by its status (None: nothing: it runs, and its last
+    attempt succeeded); `alive`: whether its pid is still that process."""
+    f = status.failure
+    failed = None if f is None else \
+        f"failed {f.count} time{'s' if f.count != 1 else ''} since {_utc(f.since_ms)}: {f.message}"
+    if not alive:
+        return (f"the cut builder is not running (last seen pid {status.pid} at {_utc(status.updated_ms)})"
+                + ("" if failed is None else f"; it had {failed}"))
+    return None if failed is None else f"the host's cut builder (pid {status.pid}) has {failed}"
+
+
+def builder_behind(status: BuilderStatus | None, alive: bool, served: int | None, newest: int | None) -> str | None:
+    """Why a server whose served cut `served` is behind the job's newest committed cut `newest`
+    should not take traffic, when the builder is why (None: it is not behind, or the builder runs
+    and has not failed since its last success: the file is on its way). A failure long past, with
+    the served cut current, says nothing."""
+    if status is None or newest is None or (served is not None and served >= newest):
+        return None
+    trouble = builder_trouble(status, alive)
+    if trouble is None:
+        return None
+    return f"{trouble}; serving {'no cut' if served is None else f'cut {served}'} while the job committed {newest}"

@@ -6,14 +6,18 @@ tools') or, given the host's cut file (`cut_file`: what the serving processes do
 the host's builder writes (`snapshots.mapped`) and re-maps it when the builder renames a new one
 over it: no Delta and no Arrow on that path, and a lookup holds one mapping from start to end.
 A missing or damaged file is the store's readiness problem (`not_ready` names it); such a store
-never loads the cut from Delta instead. Readiness and read-your-writes are told from the cut and the job's records
-(`snapshots.freshness`), past cuts come from a reader of their own (`snapshots.history`). Flask-free:
-the HTTP server, the remoting front and the tools use it.
+never loads the cut from Delta instead; when the file is missing, or the served cut is behind the
+job's newest, the builder's status file beside it (`freshness.BuilderStatus`) tells whether the
+builder failed or is not running, and readiness says so. Readiness and read-your-writes are told
+from the cut and the job's records (`snapshots.freshness`), past cuts come from a reader of their
+own (`snapshots.history`). Flask-free: the HTTP server, the remoting front and the tools use it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +49,43 @@ RELEASE_AFTER_ROWS = 100_000  # topic_queue rows above which a reload gives its 
 RELEASE_EVERY_S = 30.0
 
 
+def process_start(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks since boot (/proc/<pid>/stat's 22nd field; None
+    where there is no /proc, or no such process): a pid and this tell one process from a later
+    one given the same pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat[stat.rindex(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_alive(pid: int, started: int | None) -> bool:
+    """Whether process `pid` (started at `started`, `process_start`'s; None: not known) runs on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: it exists
+        pass
+    if started is None:
+        return True
+    now = process_start(pid)
+    return now is None or now == started
+
+
+def read_builder_status(path: Path) -> freshness.BuilderStatus | None:
+    """The builder's status file (`freshness.STATUS_FILE`), or None when there is none or it cannot
+    be read (a builder older than the file, or one that could not write it)."""
+    try:
+        return freshness.BuilderStatus.from_json(json.loads(path.read_bytes()))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("the cut builder's status %s cannot be read: %s: %s", path, type(exc).__name__, exc)
+        return None
+
+
 class OwnedBuilder(Protocol):
     """A cut builder run by this store's refresher and stopped with it (`snapshots.cutbuilder`)."""
 
@@ -60,6 +101,10 @@ class SnapshotStore:
     """Holds the served snapshot; a daemon thread swaps in newer cuts as they are committed."""
 
     FULL_SCAN_S = 5.0  # longest a cut announced only by the `snapshots` table waits to be seen
+    # How long the served cut may be behind the job's newest while the host's builder has failed or
+    # is down before readiness says so: a restart by the launcher, or a failure its next attempt
+    # mends, does not take every serving process of the host out of its load balancer.
+    BUILDER_GRACE_S = 10.0
 
     def __init__(self, reader: SnapshotReader, refresh_interval_s: float, *, retention_ms: int,
                  metrics: SnapshotMetrics | None = None, max_staleness_ms: int | None = None,
@@ -89,6 +134,10 @@ class SnapshotStore:
         self.cut_file = cut_file
         self.cut_problem: str | None = None  # why the cut file cannot be served (None: it can, or no file is used)
         self._cut_mark: FileMark | None = None  # the file last mapped (or refused)
+        self.builder_status: freshness.BuilderStatus | None = None  # the builder's status file, as last read
+        self._status_mark: FileMark | None = None
+        self._builder_trouble: str | None = None  # `freshness.builder_behind` at the last refresh
+        self._behind_since: float | None = None  # since when (monotonic) the served cut is behind the job's
         self._start_builder = builder
         self._builder: OwnedBuilder | None = None
         self.history = History(reader.warehouse, retention_ms, lambda: self.current)
@@ -148,9 +197,16 @@ class SnapshotStore:
 
     def not_ready(self) -> str | None:
         """Why this server should not take traffic (None: ready; the cut file's problem, then
-        `freshness.not_ready`, then `freshness.too_stale`)."""
+        `freshness.not_ready`, then the host's builder's failure when the served cut has been behind
+        the job's for BUILDER_GRACE_S, then `freshness.too_stale`)."""
         return self.cut_problem or freshness.not_ready(self.current, self.progress, self.job_started) or \
-            freshness.too_stale(self.current, self.staleness_ms(), self.max_staleness_ms)
+            self._builder_problem() or freshness.too_stale(self.current, self.staleness_ms(), self.max_staleness_ms)
+
+    def _builder_problem(self) -> str | None:
+        behind, trouble = self._behind_since, self._builder_trouble
+        if trouble is None or behind is None or time.monotonic() - behind < self.BUILDER_GRACE_S:
+            return None
+        return trouble
 
     def staleness_ms(self) -> int | None:
         """How long ago the store last answered this replica (None: never): while it is cut off from
@@ -202,11 +258,51 @@ class SnapshotStore:
             return False
         self.last_check = time.time()
         self.last_error = None
+        self._read_builder_status(path.parent / freshness.STATUS_FILE)
+        swapped = self._map(path)
+        self._note_behind()
+        return swapped
+
+    def _read_builder_status(self, status_path: Path) -> None:
+        """Read the builder's status when it changed: one stat otherwise, the builder rewriting it
+        only on a new cut or a failure."""
+        mark = file_mark(status_path)
+        if mark == self._status_mark:
+            return
+        self._status_mark = mark
+        self.builder_status = None if mark is None else read_builder_status(status_path)
+        if self.metrics is not None:
+            failure = None if self.builder_status is None else self.builder_status.failure
+            self.metrics.builder_failures.set(0 if failure is None else failure.count)
+
+    def _note_behind(self) -> None:
+        """Whether, and since when, the served cut is behind the job's newest, and what the builder
+        says of why (`freshness.builder_behind`)."""
+        newest = (self.progress or {}).get("snapshotId")
+        served = self.current.snapshot_id
+        if newest is None or (served is not None and served >= newest):
+            self._behind_since = self._builder_trouble = None
+            return
+        if self._behind_since is None:
+            self._behind_since = time.monotonic()
+        status = self.builder_status
+        alive = status is not None and process_alive(status.pid, status.process_start)
+        self._builder_trouble = freshness.builder_behind(status, alive, served, newest)
+
+    def _missing_file(self, path: Path) -> str:
+        """`cut_problem` when there is no cut file: what the builder says of it, when it says."""
+        status = self.builder_status
+        if status is None:
+            return (f"no cut file at {path}: the host's cut builder (python -m snapshots.cutbuilder, "
+                    "started by the launcher) writes it")
+        trouble = freshness.builder_trouble(status, process_alive(status.pid, status.process_start))
+        return f"no cut file at {path}: " + (trouble or f"the host's cut builder (pid {status.pid}) has not written it yet")
+
+    def _map(self, path: Path) -> bool:
         mark = file_mark(path)
         if mark is None:
             self._cut_mark = None
-            self.cut_problem = (f"no cut file at {path}: the host's cut builder (python -m snapshots.cutbuilder, "
-                                "started by the launcher) writes it")
+            self.cut_problem = self._missing_file(path)
             return False
         if mark == self._cut_mark:
             if self.cut_problem is not None:
