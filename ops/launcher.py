@@ -29,6 +29,7 @@ from conf.version import __version__, argument_parser
 from eventlog.topics import ensure_topic, retention_configs
 from ops import embedded_kafka
 from ops.net import port_is_free, wait_for_port
+from pipelines.sizing import is_auto
 
 log = logging.getLogger("namesrv.launcher")
 _PR_SET_PDEATHSIG = 1
@@ -137,6 +138,12 @@ def rotating_log(cfg: Config, role: str) -> RotatingLog:
                        header=header(role, __version__, describe(cfg), cfg.log_format))
 
 
+def spark_banner(master: str) -> str:
+    """The job's master as its banner names it: `auto` is resolved by the job at each start (its log
+    names the slots), so the banner says how rather than guess."""
+    return "local[N] (NAMESRV_SPARK_MASTER=auto: N from the fleet at each start)" if is_auto(master) else master
+
+
 def children(cfg: Config) -> list[Child]:
     out = []
     json_lines = cfg.log_format == "json"
@@ -145,7 +152,8 @@ def children(cfg: Config) -> list[Child]:
     calm = 15.0 if cfg.job_standby else 0.0
     if cfg.roles in ("all", "job"):
         out.append(Child("job", [sys.executable, "-m", "pipelines.job"], rotating_log(cfg, "job"), 60,
-                         banner=f"Spark {cfg.spark_master}, warehouse {cfg.warehouse}", calm_restart_s=calm))
+                         banner=f"Spark {spark_banner(cfg.spark_master)}, warehouse {cfg.warehouse}",
+                         calm_restart_s=calm))
         if cfg.job_standby:  # the two take turns: whichever holds the lease writes
             out.append(Child("job-standby", [sys.executable, "-m", "pipelines.job"], rotating_log(cfg, "job-standby"),
                              60, banner="a second job, its session up, waiting for the writer's lease",
