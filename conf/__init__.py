@@ -104,10 +104,10 @@ class Config:
         positive=True, maximum=MAX_MESSAGE_BYTES_CEILING)
     spark_master: str = setting(
         "NAMESRV_SPARK_MASTER", "auto",
-        "Spark master URL: `auto` runs the job in `local[N]`, N chosen at each start from the broker groups of the "
-        "warehouse's newest cut (one task slot, each with its Python worker, per 5,000 groups, at least one, at most "
-        "the host's cores; docs/scaling.md), and the running job warns when the fleet outgrows it; `local[2]` or "
-        "`local[*]` fixes the slots; `spark://host:7077` for a standalone cluster")
+        "Spark master URL: `auto` runs the job in `local[N]`, one task slot (each with its Python worker) per task "
+        "of the stateful stage (NAMESRV_SHUFFLE_PARTITIONS), at most the host's cores (docs/scaling.md); `local[1]` "
+        "saves a worker's memory at a quarter of a second more per change served; `spark://host:7077` for a "
+        "standalone cluster")
     spark_driver_memory: str = setting(
         "NAMESRV_SPARK_DRIVER_MEMORY", "auto",
         "heap of Spark's driver JVM (`spark.driver.memory`; in local mode it also holds the tasks and the HDFS-backed "

@@ -141,7 +141,7 @@ def rotating_log(cfg: Config, role: str) -> RotatingLog:
 def spark_banner(master: str) -> str:
     """The job's master as its banner names it: `auto` is resolved by the job at each start (its log
     names the slots), so the banner says how rather than guess."""
-    return "local[N] (NAMESRV_SPARK_MASTER=auto: N from the fleet at each start)" if is_auto(master) else master
+    return "local[N] (NAMESRV_SPARK_MASTER=auto: one slot per task of the stateful stage)" if is_auto(master) else master
 
 
 def children(cfg: Config) -> list[Child]:

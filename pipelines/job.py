@@ -36,7 +36,6 @@ from schemas.metrics import JobMetrics
 log = logging.getLogger("namesrv.job")
 QUERY_NAME = "namesrv-routes"
 HEAP_POLL_S = 5.0  # how often the heap watch looks for a completed batch (one call into the JVM)
-FLEET_POLL_S = 60.0  # how often the slot watch reads the newest cut's fleet (a few Delta log replays)
 # What the step and the source import on an executor (pickled by reference, so shipped as code).
 EXECUTOR_PACKAGES = ("conf", "schemas", "routeinfo", "liveness", "eventlog", "pipelines")
 
@@ -127,7 +126,7 @@ def size_job(cfg: Config, *, announce: bool = True) -> tuple[Config, sizing.JobS
     reader of cfg.spark_master sees the master the session runs), and the sizing. Raises
     ValueError for a heap Spark would refuse."""
     sized = sizing.size_job(cfg.spark_master, cfg.spark_driver_memory, cfg.warehouse, buckets=cfg.state_buckets,
-                            announce=announce)
+                            partitions=cfg.shuffle_partitions, announce=announce)
     return dataclasses.replace(cfg, spark_master=sized.slots.master), sized
 
 
@@ -138,63 +137,19 @@ def heap_watch(cfg: Config, heap: sizing.Heap) -> sizing.HeapWatch:
                             buckets=cfg.state_buckets, host_memory=sizing.host_memory_bytes())
 
 
-@dataclasses.dataclass(frozen=True)
-class SlotCheck:
-    """What the slot watch needs beside the query: the watch (the slots the session runs) and the
-    warehouse whose newest cut it reads. Only built with NAMESRV_SPARK_MASTER=auto."""
-
-    watch: sizing.SlotWatch
-    warehouse: StorePath
-    every_s: float = FLEET_POLL_S
-
-
-def slot_check(sized: sizing.JobSize, cfg: Config) -> SlotCheck | None:
-    """The slot watch for a start sized by `size_job`: None unless its master was `auto`."""
-    if sized.slots.source != "auto":
-        return None
-    return SlotCheck(sizing.SlotWatch(sized.slots.slots, cores=sized.slots.cores), cfg.warehouse)
-
-
-def check_slots(check: SlotCheck, metrics: JobMetrics) -> sizing.SlotPressure | None:
-    """One look at the fleet for the slot watch: the newest cut's broker groups (`read_fleet`) in
-    the job's gauge and, once per crossing of the groups the running slots are for, a warning
-    naming the master the next start gets.
-
-    The source is `read_fleet`, once a minute, on the heap watch's thread: the very read the next
-    start's `auto` makes, so the warning names exactly the master that start resolves (a count of
-    the job's own would have to agree with it), and cheap (the progress record and three Delta
-    log replays, 10-30 ms a table, no data file). The sink holds no count of groups (it writes the
-    rows a batch changed), and the state's bytes tell groups only through a per-group estimate
-    that varies fourfold with topic names. None: the warehouse could not be read this time (the
-    job reports its own writes' failures; the next look tries again)."""
-    try:
-        fleet = sizing.read_fleet(check.warehouse)
-    except Exception as exc:
-        log.debug("slot watch: the newest cut's fleet could not be read: %s", exc)
-        return None
-    pressure = check.watch.observe(0 if fleet is None else fleet.groups)
-    metrics.task_slots.labels("needed").set(pressure.needed)
-    if pressure.warn:
-        log.warning("%s", check.watch.message(pressure))
-    return pressure
-
-
 def watch_heap(query: Any, watch: sizing.HeapWatch, metrics: JobMetrics, poll_s: float = HEAP_POLL_S,
-               slots: SlotCheck | None = None, running_slots: int | None = None) -> None:
+               running_slots: int | None = None) -> None:
     """While `query` runs: after each batch it completed (looked for every `poll_s`), its state
     operators' memoryUsedBytes against the heap (pipelines/sizing.HeapWatch), in the job's gauge
     (the sink writes the metrics file at its next batch) and, once per crossing of the largest
     state the heap was sized for, a warning naming the next start's size. A poll of the last
     progress (one call into the JVM, its JSON) rather than a query listener, which converts every
-    field of every progress with a call of its own. `slots`: the slot watch, which rides on this
-    thread (`check_slots` every `slots.every_s`, the first a period after the start, whose sizing
-    has just read the same fleet). `running_slots`: the task slots the session runs (a local
-    master's), exported as `namesrv_job_task_slots{kind="running"}`."""
+    field of every progress with a call of its own. `running_slots`: the task slots the session
+    runs (a local master's), exported as `namesrv_job_task_slots`."""
     metrics.driver_heap.labels("heap").set(watch.heap)
     if running_slots is not None:
-        metrics.task_slots.labels("running").set(running_slots)
+        metrics.task_slots.set(running_slots)
     seen: int | None = None
-    next_fleet = time.monotonic() + (slots.every_s if slots is not None else 0.0)
     while True:
         time.sleep(poll_s)
         try:
@@ -203,9 +158,6 @@ def watch_heap(query: Any, watch: sizing.HeapWatch, metrics: JobMetrics, poll_s:
             progress = query.lastProgress
         except Exception:  # the session stopped under the query (a stop, a signal): nothing left to watch
             return
-        if slots is not None and time.monotonic() >= next_fleet:
-            next_fleet = time.monotonic() + slots.every_s
-            check_slots(slots, metrics)
         if progress is None or progress.get("batchId") == seen:
             continue
         seen = progress.get("batchId")
@@ -267,16 +219,14 @@ def _quiet_accumulator_server() -> None:
 def start_query(spark: Any, cfg: Config, *, query_name: str = QUERY_NAME,
                 fault: Callable[[str], None] | None = None, events: Any = None,
                 start_phases: dict[str, int] | None = None, lease: writer_lease.Lease | None = None,
-                heap: sizing.HeapWatch | None = None, slots: SlotCheck | None = None) -> Any:
+                heap: sizing.HeapWatch | None = None) -> Any:
     """Start the route query on `spark`; tables are created first so readers always find them.
     `events`: a stream with read_events' columns instead of the Kafka topic (the class archive's
     warm-up runs the query over files). `start_phases`: when the job's start-up phases ended,
     recorded for readers with the start (schemas/progress.py). `lease`: the writer's role this job
     holds (pipelines/writer_lease.py); its source and sink refuse to go on once it is taken over
     (None: tests that run one query alone). `heap`: the running query's state is compared with the
-    driver's heap on a thread of its own (`watch_heap`; None: not watched). `slots`: the fleet's
-    groups compared with the task slots on that thread too (`check_slots`; None: not watched, as
-    with an explicit master)."""
+    driver's heap on a thread of its own (`watch_heap`; None: not watched)."""
     from pyspark.sql.functions import col
     from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -312,7 +262,7 @@ def start_query(spark: Any, cfg: Config, *, query_name: str = QUERY_NAME,
         running = sizing.local_slots(cfg.spark_master, sizing.host_cores()) if cfg.spark_master.startswith("local") \
             else None
         threading.Thread(target=watch_heap, args=(query, heap, sink.metrics),
-                         kwargs={"slots": slots, "running_slots": running}, name="heap-watch", daemon=True).start()
+                         kwargs={"running_slots": running}, name="heap-watch", daemon=True).start()
     return query
 
 
@@ -392,21 +342,16 @@ def _process_start_ms() -> int:
     return int((boot + ticks / os.sysconf("SC_CLK_TCK")) * 1000)
 
 
-def _look_again_at_takeover(requested: Config, heap: sizing.Heap, slots: SlotCheck | None) -> None:
-    """A standby's heap and slots were sized when it started, maybe long before the fleet grew: say
-    so as it takes over (the watches warn again if the state or the fleet press them), rather than
-    delay the takeover with a restart of the JVM while the routes wait. `requested`: the settings
-    as set (`auto`); `slots`: the slot watch, which then does not warn twice for this crossing."""
-    if heap.source != "auto" and slots is None:
+def _look_again_at_takeover(requested: Config, heap: sizing.Heap) -> None:
+    """A standby's heap was sized when it started, maybe long before the fleet grew: say so as it
+    takes over (the heap watch warns again if the state presses it), rather than delay the
+    takeover with a restart of the JVM while the routes wait. `requested`: the settings as set."""
+    if heap.source != "auto":
         return
     _, now = size_job(requested, announce=False)
-    if heap.source == "auto" and now.heap.bytes > heap.bytes:
+    if now.heap.bytes > heap.bytes:
         log.warning("this job stood by since its heap was sized (%s); the fleet now asks for %s, which its "
                     "next start gets", heap.size, now.heap.size)
-    if slots is not None:
-        pressure = slots.watch.observe(now.slots.fleet.groups)
-        if pressure.warn:
-            log.warning("this job stood by since its task slots were chosen: %s", slots.watch.message(pressure))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -417,14 +362,14 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(cfg.log_format)
     ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions, retention_configs(cfg))
     archive = class_archive.java_options()
-    requested = cfg  # NAMESRV_SPARK_MASTER as set (`auto`), for the standby's look at the fleet at takeover
+    requested = cfg  # the settings as set (`auto`), for the standby's look at the fleet at takeover
     try:
         # before the session: pyspark starts the JVM with its heap and its task slots fixed
         cfg, sized = size_job(cfg)
     except ValueError as exc:
         log.error("%s", exc)
         return 2
-    heap, slots = sized.heap, slot_check(sized, cfg)
+    heap = sized.heap
     try:
         spark = build_spark(cfg, driver_java_options=archive, heap=heap)
     except jvm.JarsMissing as exc:
@@ -439,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     phases["leaseTaken"] = _now_ms()
     log.info("writer epoch %d: the tables carry it; an older writer can no longer commit", lease.epoch)
     if phases["leaseTaken"] - phases["sessionBuilt"] > 60_000:
-        _look_again_at_takeover(requested, heap, slots)
+        _look_again_at_takeover(requested, heap)
     stopping = threading.Event()
     lease_stop = threading.Event()
 
@@ -459,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         query = start_query(spark, cfg,
                             fault=KillAtRandom(cfg.test_kill_probability) if cfg.test_kill_probability else None,
-                            start_phases=phases, lease=lease, heap=heap_watch(cfg, heap), slots=slots)
+                            start_phases=phases, lease=lease, heap=heap_watch(cfg, heap))
         # The writer's query no longer plans through Spark's data source daemons once it ran a batch.
         threading.Thread(target=planner_daemons.stop_after_first_batch, args=(spark, query, warming, stopping),
                          name="planner-daemons", daemon=True).start()

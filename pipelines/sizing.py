@@ -28,11 +28,13 @@ The model (docs/scaling.md, "Sizing the job", has the runs it was calibrated on)
   leave too little, above a quarter the host's other processes (Kafka, the serving processes,
   the Python workers, which decode the same state) are starved.
 
-The task slots (`NAMESRV_SPARK_MASTER=auto`, the default) are chosen from the same read: the
-driver's JVM runs `local[N]`, and each slot keeps a Python worker (about 90 MiB) alive whether or
-not the fleet gives it work. N is one slot per GROUPS_PER_SLOT broker groups, at least one and at
-most the host's cores; an explicit master (`local[2]`, `local[*]`, `spark://…`) is taken as it is.
-Like the heap, the slots are fixed for the JVM's life: `SlotWatch` says when the fleet outgrew them.
+The task slots (`NAMESRV_SPARK_MASTER=auto`, the default): the driver's JVM runs `local[N]`, and
+each slot that gets a task keeps a Python worker (about 90 MiB) alive. N is one slot per task the
+stateful stage runs at once (`NAMESRV_SHUFFLE_PARTITIONS`, fixed by the checkpoint), at most the
+host's cores, and not the fleet's: a slot beyond the stage's tasks never gets one (Spark forks a
+worker only for a task), and a slot fewer makes the stage's tasks run in turn, which cost a
+quarter of a second from publish to served at every fleet size measured (docs/scaling.md, "The
+task slots"). An explicit master (`local[2]`, `local[*]`, `spark://…`) is taken as it is.
 
 Everything here is pure but `read_fleet`, `host_memory_bytes` and `host_cores`, the reads at the edge.
 """
@@ -40,7 +42,6 @@ Everything here is pure but `read_fleet`, `host_memory_bytes` and `host_cores`, 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import re
 import time
@@ -71,19 +72,8 @@ HOST_SHARE = 0.25
 STEP_BYTES = 256 * MiB
 # Spark refuses a driver whose JVM has less than 1.5 × its 300 MiB reserve (INVALID_DRIVER_MEMORY).
 SPARK_MINIMUM_BYTES = 512 * MiB
-# A warned state must fall this far under the line before a new crossing warns again (the slot
-# watch's groups likewise).
+# A warned state must fall this far under the line before a new crossing warns again.
 REARM_SHARE = 0.9
-# Broker groups per task slot with NAMESRV_SPARK_MASTER=auto. Measured (docs/scaling.md, the
-# decision record of 2026-11-27): 1,000 brokers re-registering every 30 s cost the same CPU with
-# one slot as with two (12.2 vs 11.1 % of a core, within the noise of a shared 2-core host) and a
-# slot fewer saved a worker's 76-95 MiB; a wave of 5,000 groups x 113 topics took 73.5 and 55.0 s
-# with one slot, 81.0 and 48.7 s with two. So up to 5,000 groups a second slot bought nothing
-# measurable; past that nothing was measured, and a slot more per 5,000 keeps a bucket's work per
-# slot where it was measured. What one slot does cost is latency, at any fleet size: the stage's
-# shuffle partitions run in turn (publish to served, median 0.99 s against 0.76 s with local[2],
-# 2026-11-27; docs/scaling.md).
-GROUPS_PER_SLOT = 5000
 
 _SIZE = re.compile(r"([1-9][0-9]*)([kmgt]?)", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": MiB, "g": GiB, "t": 1 << 40}
@@ -226,12 +216,15 @@ def is_auto(setting: str) -> bool:
     return setting.strip().lower() == AUTO
 
 
-def auto_slots(groups: int, cores: int) -> int:
-    """The task slots `auto` gives a fleet of `groups` broker groups on `cores` cores: one per
-    GROUPS_PER_SLOT groups (started), at least one, at most the cores."""
-    if groups < 0:
-        raise ValueError(f"a fleet's groups cannot be negative: {groups}")
-    return max(1, min(cores, math.ceil(groups / GROUPS_PER_SLOT)))
+def auto_slots(partitions: int, cores: int) -> int:
+    """The task slots `auto` gives a stage of `partitions` tasks on `cores` cores: one per task,
+    at least one, at most the cores. Measured on 2 cores (2026-11-27, docs/scaling.md): one slot
+    for the stage's two tasks saved a worker's 76-95 MiB and cost publish-to-served 0.99 s
+    against 0.76 s (median; our Kafka source), at a fleet of any size, since every batch runs
+    every task; a slot past the stage's tasks is never given one."""
+    if partitions < 1 or cores < 1:
+        raise ValueError(f"task slots need a positive stage and host: {partitions} partitions, {cores} cores")
+    return min(cores, partitions)
 
 
 @dataclass(frozen=True)
@@ -243,19 +236,19 @@ class Slots:
     master: str
     slots: int
     source: Literal["auto", "setting"]
-    fleet: Fleet
+    partitions: int
     cores: int
-    auto_master: str  # what `auto` gives this fleet (this master, unless the setting named another)
+    auto_master: str  # what `auto` gives (this master, unless the setting named another)
 
     def describe(self) -> str:
-        """The start's log line: the master, its slots, and the fleet they were chosen for."""
+        """The start's log line: the master, its slots, and why."""
         if self.source == "setting":
             if not self.master.startswith("local"):
                 return f"Spark {self.master} (NAMESRV_SPARK_MASTER): the cluster's executors run the tasks"
             return (f"Spark {self.master} (NAMESRV_SPARK_MASTER): {_slots_text(self.slots)}; auto would give "
-                    f"{self.auto_master} for {_groups_text(self.fleet)}")
-        return (f"Spark {self.master}: {_slots_text(self.slots)} for {_groups_text(self.fleet)} "
-                f"(NAMESRV_SPARK_MASTER=auto; one slot per {GROUPS_PER_SLOT:,} groups, up to "
+                    f"{self.auto_master}")
+        return (f"Spark {self.master}: {_slots_text(self.slots)}, one per task of the stateful stage "
+                f"(NAMESRV_SPARK_MASTER=auto; NAMESRV_SHUFFLE_PARTITIONS={self.partitions}, "
                 f"{self.cores} core{'' if self.cores == 1 else 's'})")
 
 
@@ -263,64 +256,16 @@ def _slots_text(n: int) -> str:
     return f"{n} task slot{'' if n == 1 else 's'}"
 
 
-def _groups_text(fleet: Fleet) -> str:
-    if fleet.snapshot_id is None:
-        return "an empty warehouse (no cut yet)"
-    return f"{fleet.groups:,} broker group{'' if fleet.groups == 1 else 's'} (cut {fleet.snapshot_id})"
-
-
-def resolve_master(setting: str, fleet: Fleet | None, *, cores: int) -> Slots:
-    """NAMESRV_SPARK_MASTER `setting` for this start: `auto` becomes `local[N]` for `fleet` (None:
-    no cut yet, one slot); any other master is taken as it is (Spark checks it)."""
-    fleet = EMPTY if fleet is None else fleet
+def resolve_master(setting: str, *, partitions: int, cores: int) -> Slots:
+    """NAMESRV_SPARK_MASTER `setting` for this start: `auto` becomes `local[N]` (`auto_slots`);
+    any other master is taken as it is (Spark checks it)."""
     cores = max(1, cores)
-    auto_master = f"local[{auto_slots(fleet.groups, cores)}]"
+    n = auto_slots(partitions, cores)
+    auto_master = f"local[{n}]"
     if is_auto(setting):
-        return Slots(auto_master, auto_slots(fleet.groups, cores), "auto", fleet, cores, auto_master)
+        return Slots(auto_master, n, "auto", partitions, cores, auto_master)
     master = setting.strip()
-    return Slots(master, local_slots(master, cores), "setting", fleet, cores, auto_master)
-
-
-@dataclass(frozen=True)
-class SlotPressure:
-    """A slot watch's verdict on one look at the fleet: its groups, the slots `auto` would give it,
-    and whether this look crossed the line (`warn`: the first look past it since it was last under)."""
-
-    groups: int
-    needed: int
-    warn: bool
-
-
-class SlotWatch:
-    """Compares the fleet's broker groups with the task slots the job started with (`auto` only:
-    an explicit master is the operator's and is never second-guessed). Warns once per crossing of
-    the groups those slots are for (GROUPS_PER_SLOT each), when `auto` would give more slots at the
-    next start (never past the host's cores), and again only after the groups fell back under
-    REARM_SHARE of the line."""
-
-    def __init__(self, running: int, *, cores: int) -> None:
-        if running < 1:
-            raise ValueError(f"task slots must be positive: {running}")
-        self.running = running
-        self.cores = max(1, cores)
-        self.limit = running * GROUPS_PER_SLOT
-        self._over = False
-
-    def observe(self, groups: int) -> SlotPressure:
-        needed = auto_slots(groups, self.cores)
-        if needed > self.running:
-            warn, self._over = not self._over, True
-        else:
-            warn = False
-            if groups < self.limit * REARM_SHARE:
-                self._over = False
-        return SlotPressure(groups, needed, warn)
-
-    def message(self, p: SlotPressure) -> str:
-        """The warning: the fleet, the slots it outgrew, and the master the next start gets."""
-        return (f"the fleet grew to {p.groups:,} broker groups, past the {self.limit:,} the job's "
-                f"{_slots_text(self.running)} (local[{self.running}]) were chosen for; restart the job; "
-                f"NAMESRV_SPARK_MASTER=auto gives local[{p.needed}] at the next start")
+    return Slots(master, local_slots(master, cores), "setting", partitions, cores, auto_master)
 
 
 @dataclass(frozen=True)
@@ -439,7 +384,8 @@ class JobSize:
     heap: Heap
 
 
-def size_job(master: str, memory: str, warehouse: StorePath, *, buckets: int, announce: bool = True) -> JobSize:
+def size_job(master: str, memory: str, warehouse: StorePath, *, buckets: int, partitions: int,
+             announce: bool = True) -> JobSize:
     """The master and the heap for this start: the fleet read once, the host's cores and memory,
     the models; each logged in a line (`announce`: False for a look that starts nothing, such as
     a standby's at its takeover, whose session runs what its start chose). A warehouse that cannot
@@ -453,7 +399,7 @@ def size_job(master: str, memory: str, warehouse: StorePath, *, buckets: int, an
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         fleet = None
     read_ms = 1000 * (time.monotonic() - started)
-    slots = resolve_master(master, fleet, cores=host_cores())
+    slots = resolve_master(master, partitions=partitions, cores=host_cores())
     heap = driver_heap(memory, fleet, host_memory=host_memory_bytes(), slots=slots.slots, buckets=buckets)
     if announce:
         log.info("%s", slots.describe())

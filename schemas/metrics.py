@@ -81,10 +81,9 @@ class JobMetrics:
                                  "(kind=needed): needed above heap means the next start needs a bigger one",
                                  ["kind"], registry=r)
         self.task_slots = Gauge("namesrv_job_task_slots",
-                                "Task slots of the driver's local master: those the session runs (kind=running) and "
-                                "those NAMESRV_SPARK_MASTER=auto gives the newest cut's fleet (kind=needed, with auto "
-                                "only, read every minute): needed above running means a restart brings more",
-                                ["kind"], registry=r)
+                                "Task slots of the driver's local master: tasks its JVM runs at once, each with a "
+                                "Python worker (NAMESRV_SPARK_MASTER=auto: one per task of the stateful stage)",
+                                registry=r)
 
 
 

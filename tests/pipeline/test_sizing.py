@@ -156,102 +156,48 @@ def test_the_fleet_is_read_from_the_newest_cut_of_a_real_warehouse(tmp_path):
     assert record is not None and record.pop("cut")
     write_progress(warehouse, record)
     assert sizing.read_fleet(warehouse) == fleet
-    sized = sizing.size_job("auto", "auto", warehouse, buckets=BUCKETS)
+    sized = sizing.size_job("auto", "auto", warehouse, buckets=BUCKETS, partitions=1)
     assert sized.heap.fleet == fleet and sized.heap.size == "1g"
-    # the master from the same read: 6 groups, one slot
-    assert sized.slots.fleet == fleet and sized.slots.master == "local[1]" and sized.slots.source == "auto"
+    # the master beside it: one slot per task of a one-partition stage
+    assert sized.slots.master == "local[1]" and sized.slots.source == "auto"
 
 
-def test_the_slot_check_reads_a_real_warehouse_and_exports_the_gauge(tmp_path, monkeypatch, caplog):
-    """The running job's look at the fleet (pipelines/job.check_slots): the newest cut's groups from
-    the warehouse the sink wrote, the needed slots in the job's metrics, a warning once per crossing.
-    Two groups a slot here, so that three groups outgrow one slot without writing 5,001."""
-    from pipelines.job import SlotCheck, check_slots
-    from schemas.metrics import JobMetrics
-    from tests.delta_history import SinkDriver
-    monkeypatch.setattr(sizing, "GROUPS_PER_SLOT", 2)
-    warehouse = tmp_path / "delta"
-    metrics = JobMetrics()
-    check = SlotCheck(sizing.SlotWatch(1, cores=2), warehouse)
-    p = check_slots(check, metrics)  # no cut yet: nothing past the one slot running
-    assert p is not None and (p.groups, p.needed, p.warn) == (0, 1, False)
-    assert metrics.registry.get_sample_value("namesrv_job_task_slots", {"kind": "needed"}) == 1
-    SinkDriver(warehouse).run_batch([reg(f"sc-{g}", 0, f"10.9.2.{g}:10911", tps=topics("A", "B")) for g in range(3)],
-                                    1_700_000_000_000)
-    with caplog.at_level("WARNING", logger="namesrv.job"):
-        seen = [check_slots(check, metrics) for _ in range(2)]
-    assert [(p.groups, p.needed, p.warn) for p in seen if p is not None] == [(3, 2, True), (3, 2, False)]
-    assert metrics.registry.get_sample_value("namesrv_job_task_slots", {"kind": "needed"}) == 2
-    warnings = [r.getMessage() for r in caplog.records if r.name == "namesrv.job"]
-    assert warnings == ["the fleet grew to 3 broker groups, past the 2 the job's 1 task slot (local[1]) were chosen "
-                        "for; restart the job; NAMESRV_SPARK_MASTER=auto gives local[2] at the next start"]
+@pytest.mark.parametrize(("partitions", "cores", "expected"), [
+    (1, 1, "local[1]"), (2, 1, "local[1]"), (2, 2, "local[2]"), (2, 16, "local[2]"), (8, 4, "local[4]"),
+    (8, 16, "local[8]")])
+def test_auto_gives_one_slot_per_task_of_the_stateful_stage_up_to_the_cores(partitions, cores, expected):
+    """Never fewer slots than the stage's tasks (they would run in turn: a quarter of a second more
+    from publish to served, measured), never more (a slot without a task holds nothing, gives nothing)."""
+    slots = sizing.resolve_master("auto", partitions=partitions, cores=cores)
+    assert (slots.master, slots.slots, slots.source, slots.auto_master) == (expected, int(expected[6:-1]), "auto",
+                                                                             expected)
 
 
-GROUPS = (None, 1_000, 5_000, 5_001, 100_000)
-
-
-@pytest.mark.parametrize(("cores", "expected"), [
-    (1, ["local[1]"] * 5),
-    (2, ["local[1]", "local[1]", "local[1]", "local[2]", "local[2]"]),
-    (16, ["local[1]", "local[1]", "local[1]", "local[2]", "local[16]"]),
-])
-def test_auto_gives_one_slot_per_5000_groups_up_to_the_cores(cores, expected):
-    """An empty warehouse (no cut) and small fleets get one slot, each 5,000 groups started one
-    more, never more than the host's cores; the heap model then counts the slots auto chose."""
-    fleets = [None if g is None else Fleet(g, g, 13 * g, snapshot_id=7) for g in GROUPS]
-    slots = [sizing.resolve_master("auto", f, cores=cores) for f in fleets]
-    assert [s.master for s in slots] == expected
-    assert [s.slots for s in slots] == [int(m[6:-1]) for m in expected]
-    assert all(s.source == "auto" and s.auto_master == s.master for s in slots)
-    assert sizing.GROUPS_PER_SLOT == 5_000
-
-
-def test_auto_is_case_blind_and_an_empty_warehouse_says_so():
-    slots = sizing.resolve_master(" AUTO ", None, cores=2)
-    assert slots.master == "local[1]"
-    assert slots.describe() == ("Spark local[1]: 1 task slot for an empty warehouse (no cut yet) "
-                                "(NAMESRV_SPARK_MASTER=auto; one slot per 5,000 groups, up to 2 cores)")
-    text = sizing.resolve_master("auto", Fleet(100_000, 100_000, 0, snapshot_id=3), cores=16).describe()
-    assert text.startswith("Spark local[16]: 16 task slots for 100,000 broker groups (cut 3)")
+def test_auto_is_case_blind_and_says_why():
+    slots = sizing.resolve_master(" AUTO ", partitions=2, cores=2)
+    assert slots.master == "local[2]"
+    assert slots.describe() == ("Spark local[2]: 2 task slots, one per task of the stateful stage "
+                                "(NAMESRV_SPARK_MASTER=auto; NAMESRV_SHUFFLE_PARTITIONS=2, 2 cores)")
+    with pytest.raises(ValueError, match="positive stage and host"):
+        sizing.auto_slots(0, 2)
 
 
 @pytest.mark.parametrize(("master", "slots"), [
     ("local[2]", 2), ("local[*]", 16), ("local", 1), ("local[4, 3]", 4), ("spark://h:7077", 1)])
 def test_an_explicit_master_passes_through(master, slots):
-    resolved = sizing.resolve_master(master, Fleet(100_000, 100_000, 0, snapshot_id=3), cores=16)
+    resolved = sizing.resolve_master(master, partitions=8, cores=16)
     assert (resolved.master, resolved.slots, resolved.source) == (master, slots, "setting")
-    assert resolved.auto_master == "local[16]"
+    assert resolved.auto_master == "local[8]"
     text = resolved.describe()
     assert text.startswith(f"Spark {master} (NAMESRV_SPARK_MASTER)")
-    assert ("auto would give local[16]" in text) == master.startswith("local")
+    assert ("auto would give local[8]" in text) == master.startswith("local")
 
 
 def test_the_heap_counts_the_slots_auto_chose():
     """The heap model's per-slot term takes the resolved N: more slots, more heap for one state."""
     big = Fleet(2_000_000, 2_000_000, 26_000_000, snapshot_id=1)
-    one = driver_heap("auto", big, host_memory=HOST, slots=sizing.resolve_master("local[1]", big, cores=16).slots,
+    one = driver_heap("auto", big, host_memory=HOST, slots=sizing.resolve_master("auto", partitions=1, cores=16).slots,
                       buckets=BUCKETS)
-    many = driver_heap("auto", big, host_memory=HOST, slots=sizing.resolve_master("auto", big, cores=16).slots,
-                       buckets=BUCKETS)
+    many = driver_heap("auto", big, host_memory=HOST,
+                       slots=sizing.resolve_master("auto", partitions=16, cores=16).slots, buckets=BUCKETS)
     assert many.needed_bytes > one.needed_bytes
-
-
-def test_the_slot_watch_warns_once_per_crossing_and_re_arms():
-    watch = sizing.SlotWatch(1, cores=2)
-    seen = [watch.observe(g) for g in (0, 1_000, 5_000, 5_001, 9_000, 4_800, 5_500, 4_000, 6_000, 100_000)]
-    assert [p.needed for p in seen] == [1, 1, 1, 2, 2, 1, 2, 1, 2, 2]
-    # 4,800 is not under the re-arm line (4,500): no second warning at 5,500; 4,000 re-arms it
-    assert [p.warn for p in seen] == [False, False, False, True, False, False, False, False, True, False]
-    text = watch.message(seen[3])
-    assert "5,001 broker groups" in text and "past the 5,000" in text and "local[1]" in text
-    assert text.endswith("restart the job; NAMESRV_SPARK_MASTER=auto gives local[2] at the next start")
-
-
-def test_the_slot_watch_is_quiet_at_the_hosts_cores():
-    """Slots already at the cores cannot grow: a bigger fleet is no reason to restart."""
-    assert not any(sizing.SlotWatch(2, cores=2).observe(g).warn for g in (0, 10_001, 1_000_000))
-    assert not any(sizing.SlotWatch(1, cores=1).observe(g).warn for g in (0, 10_001, 1_000_000))
-    with pytest.raises(ValueError, match="task slots must be positive"):
-        sizing.SlotWatch(0, cores=2)
-    with pytest.raises(ValueError, match="cannot be negative"):
-        sizing.auto_slots(-1, 2)

@@ -88,22 +88,23 @@ def test_a_paused_writer_is_taken_over_and_writes_nothing_when_resumed(tmp_path)
         first = writer_lease.newest(tmp_path)
         assert first is not None
         old_epoch, old_pid = first[0], first[1]["pid"]
-        # The writer's JVM runs with the heap and the task slots pipelines/sizing.py chose for the
-        # fleet it started with (none: the floor, and one slot with NAMESRV_SPARK_MASTER=auto, the
-        # default), which its log names and its metrics export.
+        # The writer's JVM runs with the heap pipelines/sizing.py chose for the fleet it started with
+        # (none: the floor) and, with NAMESRV_SPARK_MASTER=auto (the default), one task slot per task
+        # of the stateful stage, which its log names and its metrics export.
         assert sizing.is_auto(DEFAULTS.spark_master)
-        slots = sizing.resolve_master(DEFAULTS.spark_master, None, cores=sizing.host_cores())
-        assert slots.master == "local[1]"
+        slots = sizing.resolve_master(DEFAULTS.spark_master, partitions=DEFAULTS.shuffle_partitions,
+                                      cores=sizing.host_cores())
+        assert slots.master == f"local[{min(DEFAULTS.shuffle_partitions, sizing.host_cores())}]"
         heap = sizing.driver_heap("auto", None, host_memory=sizing.host_memory_bytes(), buckets=DEFAULTS.state_buckets,
                                   slots=slots.slots)
         jvms = [c for c in _descendants(old_pid) if _cmdline(c).split(" ")[0].endswith("java")]
         assert len(jvms) == 1 and f"-Xmx{heap.size} " in _cmdline(jvms[0]), [_cmdline(c)[:300] for c in jvms]
-        assert "spark.master=local[1] " in _cmdline(jvms[0]), _cmdline(jvms[0])
+        assert f"spark.master={slots.master} " in _cmdline(jvms[0]), _cmdline(jvms[0])
         job_log = "".join(f.read_text() for f in (tmp_path / "logs").glob("job*.log"))
         assert f"driver heap {heap.size} (the floor" in job_log
-        assert "Spark local[1]: 1 task slot for an empty warehouse (no cut yet) (NAMESRV_SPARK_MASTER=auto" in job_log
+        assert f"{slots.describe()}\n" in job_log
         gauges = [f'namesrv_job_driver_heap_bytes{{kind="heap"}} {floatToGoString(heap.bytes)}',
-                  'namesrv_job_task_slots{kind="running"} 1.0']
+                  f"namesrv_job_task_slots {floatToGoString(slots.slots)}"]
         wait(lambda: all(g in (tmp_path / "metrics" / "job.prom").read_text() for g in gauges), 30,
              "the driver's heap and task slots in the job's metrics")
         # The standby is up and waiting (its SparkSession built) before the writer is paused.
