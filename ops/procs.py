@@ -15,7 +15,7 @@ class Proc:
     pid: int
     ppid: int
     rss_kib: int
-    role: str  # kafka, tansu, job-jvm, job, http, remoting, launcher, py-worker, other
+    role: str  # kafka, tansu, job-jvm, job, http, remoting, cutbuilder, launcher, py-worker, other
 
 
 def _role(cmd: str) -> str:
@@ -25,7 +25,7 @@ def _role(cmd: str) -> str:
     if "kafka.Kafka" in cmd.split():
         return "kafka"
     for marker, role in (("tansu", "tansu"), ("java", "job-jvm"), ("pipelines.job", "job"), ("-m serving", "http"),
-                         ("-m remoting", "remoting"),
+                         ("-m remoting", "remoting"), ("-m snapshots.cutbuilder", "cutbuilder"),
                          ("ops.launcher", "launcher"), ("pyspark", "py-worker")):
         if marker in cmd:
             return role
