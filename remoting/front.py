@@ -62,6 +62,8 @@ REPEAT_HORIZON_S = 3600.0
 # An answer body this long is written as its own object (`Connection.answer`): below it, one write
 # of header and body together costs less than two.
 SHARED_BODY_BYTES = 64 * 1024
+# How a repeated registration goes out (`Front._repeat_form`).
+SHOWN, UNSERVED, WHOLE = "shown", "unserved", "whole"
 
 
 @dataclass
@@ -404,8 +406,14 @@ class Front:
         fingerprint = requests.fingerprint(cmd)
         mine = conn.registered.get((cmd.ext.get("clusterName") or "", cmd.ext.get("brokerAddr") or ""))
         repeat = mine is not None and mine.fingerprint == fingerprint
-        if repeat and mine is not None and self._repeats_small(mine):
-            return self._repeat(mine)
+        if repeat and mine is not None:
+            form = self._repeat_form(mine)
+            if form == SHOWN:
+                return self._repeat(mine)
+            if form == UNSERVED:
+                answer = await self._repeat_unserved(mine)
+                if answer is not None:
+                    return answer
         event = ev.Fingerprinted(requests.registration(cmd, _now_ms(), validate=not repeat), fingerprint)
         key = (event["clusterName"], event["brokerAddr"])
         # §3.2.7, answered as RocketMQ does; judged on the served cut unless this connection has just
@@ -446,20 +454,52 @@ class Front:
         # a refused epoch gets an empty result, as in RocketMQ
         return _registered(snap, event["brokerName"], event["clusterName"], None if stale else event["brokerId"])
 
-    def _repeats_small(self, mine: Registered) -> bool:
-        """Whether a repeat of `mine` goes out small (naming `mine` instead of carrying its body):
-        the served cut includes `mine` and shows all it would make visible (so the job takes the
-        repeat as a liveness signal, and the answer promises nothing the cut does not show), and
-        `mine` is recent enough that the events topic's retention cannot have removed it (the
-        repeat horizon). Otherwise the whole registration is published again, waits to be served
-        if it changes something, and becomes what later repeats name."""
+    def _repeat_form(self, mine: Registered) -> str:
+        """How a repeat of `mine` goes out (`mine` being recent enough that the events topic's
+        retention cannot have removed it, the repeat horizon, and in a log not reset since):
+        SHOWN, small and answered at once, when the served cut includes `mine` and shows all it
+        would make visible (the job takes it as a liveness signal, and the answer promises nothing
+        the cut does not show); UNSERVED, small and answered once `mine` is served, when the job
+        has not served `mine` yet (`_repeat_unserved`); WHOLE otherwise: the registration is
+        published again, waits to be served if it changes something, and becomes what later
+        repeats name."""
         if time.monotonic() - mine.published_at > self._repeat_horizon_s or len({p for p, _ in mine.coords}) != 1:
-            return False
+            return WHOLE
         served = self.store.served_mark()
         if reset_since(mine.mark, served, mine.coords[0][0]):
-            return False  # the log it was published in is gone: its offsets name other records now
-        return includes(served, mine.coords, mine.mark) and requests.repeat_shown_by(
-            self.store.current, mine.repeat, prune=self.cfg.delete_topic_with_broker_registration)
+            return WHOLE  # the log it was published in is gone: its offsets name other records now
+        if not includes(served, mine.coords, mine.mark):
+            return WHOLE if mine.mark is None else UNSERVED
+        shown = requests.repeat_shown_by(self.store.current, mine.repeat,
+                                         prune=self.cfg.delete_topic_with_broker_registration)
+        return SHOWN if shown else WHOLE
+
+    async def _repeat_unserved(self, mine: Registered) -> Reply | None:
+        """A repeat of a registration the job has not served yet (it lags behind the log: a
+        registration wave, a restart). Published whole, every repeat would be a body for the
+        lagging job to decode and become the registration the next repeat waits for, so a job
+        that lags by more than a broker's period would never see a small repeat again and, paying
+        a body per signal, never catch up (10,000 brokers × 100 topics after their first wave,
+        2026-11-27: 5,000-record batches of bodies for good). Small, it names `mine`, which the
+        log holds before it; the answer is the current cut's if that shows all the repeat makes
+        visible, else it waits until the cut includes `mine`, or the write's bound, as the whole
+        repeat's would have. None: the cut that includes `mine` does not show what
+        the repeat would make visible (`mine` was undone since, say), and the caller publishes it
+        whole as well, to be answered when that is served."""
+        assert mine.mark is not None  # `_repeat_form` says UNSERVED only with it
+        self._signals.repeat(mine.repeat, _now_ms())
+        self.metrics.repeats_published_small.inc()
+        prune = self.cfg.delete_topic_with_broker_registration
+        if requests.repeat_shown_by(self.store.current, mine.repeat, prune=prune):
+            # the cut shows all the repeat makes visible (an earlier registration of the same
+            # content): answered at once, as a whole registration the cut shows is
+            return _registered(self.store.current, mine.broker_name, mine.repeat["clusterName"], mine.broker_id)
+        snap = await self._waiter.served(mine.coords, mine.mark)
+        served = self.store.serves(mine.coords, mine.mark)  # False: the wait's bound passed first
+        if served and not requests.repeat_shown_by(snap, mine.repeat, prune=prune):
+            return None
+        # past the bound the answer is the current cut's, as a whole registration's is at its bound
+        return _registered(snap, mine.broker_name, mine.repeat["clusterName"], mine.broker_id)
 
     def _repeat(self, mine: Registered) -> Reply:
         """A repeat published small, coalesced with the address's liveness signals and answered at

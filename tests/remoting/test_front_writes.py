@@ -7,6 +7,7 @@ when the cut includes it, or at NAMESRV_REMOTING_WRITE_WAIT_MS.
 
 from __future__ import annotations
 
+import select
 import threading
 import time
 from typing import Any
@@ -60,6 +61,21 @@ class HeldStore:
 
     def stop(self) -> None:
         pass
+
+
+class LaggingStore(HeldStore):
+    """A HeldStore whose served cut is also held: the log's cut as it stood at the last `release`."""
+
+    def __init__(self, log: InMemoryLog) -> None:
+        super().__init__(log)
+        self._cut = log.current
+
+    @property
+    def current(self) -> Any:
+        return self._cut
+
+    def release(self, upto: int) -> None:
+        self.upto, self._cut = upto, self.log.current
 
 
 class RecordingLog(InMemoryLog):
@@ -165,6 +181,44 @@ def test_a_repeated_registration_is_published_small_and_a_changed_one_is_checked
         assert log.current.live_by_addr[("C", "10.0.0.7:10911")]["lastUpdateTimestamp"] >= small[1]["timestamp"] - 5
     finally:
         front.stop()
+
+
+def test_a_repeat_of_a_registration_not_served_yet_is_published_small_and_answered_once_served(tmp_path):
+    """A job lagging behind the log (after a registration wave) has not served a broker's
+    registration when the broker repeats it: the repeat still goes out small, naming the
+    registration the log holds before it, and is answered once the cut includes that one. Whole,
+    each repeat was a body for the lagging job and the registration the next repeat waited for,
+    so the job never caught up (10,000 brokers × 100 topics, 2026-11-27)."""
+    front, store, log = _front(tmp_path, LaggingStore, wait_ms=3000, coalesce_ms=50)
+    reg = _registration(9)
+    try:
+        with RemotingClient(front.addr, timeout_s=30) as c:
+            # the job has served nothing yet: the first registration is answered at the bound
+            assert c.call(codes.REGISTER_BROKER, *reg).code == codes.SUCCESS
+            assert len(log.events) == 1 and "b-9" not in store.current.brokers
+            t0 = time.monotonic()
+            c.send(codes.REGISTER_BROKER, *reg)
+            _wait_for(lambda: len(log.events) == 2, "the repeat published")
+            time.sleep(0.3)
+            assert not select.select([c.sock], [], [], 0)[0], "answered before its registration was served"
+            store.release(2)
+            answer = c.receive()
+            waited = time.monotonic() - t0
+        assert answer.code == codes.SUCCESS
+        assert waited < 2.5, waited  # answered when served, not at the 3 s bound
+        assert "b-9" in store.current.brokers
+        full, repeat = [e for e in log.events if e["type"] == ev.REGISTER_BROKER]  # (a close unregisters)
+        assert "repeats" not in full and set(full["topicConfigTable"]) == {"T-9", "U-9"}
+        assert "topicConfigTable" not in repeat and repeat["repeats"]["offsets"] == [0], repeat
+    finally:
+        front.stop()
+
+
+def _wait_for(done: Any, what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
 
 
 def test_a_repeat_after_its_broker_expired_is_published_whole(tmp_path):
