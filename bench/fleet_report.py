@@ -18,13 +18,16 @@ FLEET_PLOT = ROOT / "docs" / "fleet-cost.png"
 
 # What comes next for a target not reached, read from its profile (docs/scaling.md, records 21-23).
 NEXT = {
-    "register": "the front and the embedded Kafka pay per record, each broker's signal being one: publish a "
-                "coalescing window's signals as one record, read by the job as one columnar batch",
-    "heartbeat": "the same path as a re-registration past the front: one record per window, not per broker",
-    "memory": "the job's JVM and Python workers hold most of it (the memory part's profile): a driver heap and "
-              "worker count sized to the fleet",
+    "register": "a liveness-only cut still rewrites the host's whole cut file (the cut builder, `other` here "
+                "until 2026-11-27, `cutbuilder` since) and makes every serving process map it and read its live "
+                "table again: the live table in a small file of its own beside the route bodies; then the "
+                "front's per-request Python and the embedded Kafka's per-record cost",
+    "heartbeat": "the same path as a re-registration past the front: a liveness flush rewrites the whole cut file",
+    "memory": "the job's JVM (its heap at the 1 GiB floor where the model asks 256 MiB for a small fleet) and its "
+              "Python processes hold most of it, then the embedded Kafka's JVM: a lower heap floor for small "
+              "fleets, and the serving processes' own heaps (below)",
     "idle": "the embedded Kafka alone idles near 1 % (its own JVM: 'The embedded broker'); the serving "
-            "processes' progress polls and the front's housekeeping timers are next",
+            "processes' and the cut builder's progress polls and the front's housekeeping timers are next",
     "wave": "the front is the one saturated process (the remoting role above, one interpreter): its writes in "
             "flight full of first registrations waiting for their cut, it spends its loop refusing the fleet's "
             "re-registrations SYSTEM_BUSY and answering 3,333 lookups/s late, so it publishes first registrations "
@@ -32,16 +35,15 @@ NEXT = {
             "this fleet on this machine either (its row). Lookups and refusals answered by more than one front "
             "process over one shared cut (docs/scaling.md, decision record: one copy of the cut per host), so "
             "the process that publishes is not the one that answers",
-    "serving_memory": "the serving processes map the host's one cut file; what each holds beside it is its own "
-                      "heap (Python's imports, the store's rows of the live table and KV, the connections' buffers): "
-                      "a smaller live table of its own in the file (a liveness flush at 10,000 × 100 rewrites "
-                      "the whole cut file today) and fewer imports in the front",
+    "serving_memory": "the cut file they share is 68 MiB at this size, so nearly all of each serving process's "
+                      "PSS is its own heap; what holds it is not profiled yet: a heap profile (tracemalloc) of "
+                      "the HTTP server, the front and the cut builder at 10,000 × 100 is next",
     "wave_lookups": "the front answers lookups on the loop that also takes the wave's registrations and waits "
                     "for their cuts: lookups answered by a front process that takes no registrations "
                     "(NAMESRV_REMOTING_PROCESSES on a host with a core to spare)",
-    "lookups_106": "the front answers 106 from the cut's encoded body, but 2,000 asks/s of a 10,000-broker "
-                   "body saturate one Python process: cluster-info bodies written by more than one "
-                   "serving process over one shared cut (issue 36)",
+    "lookups_106": "the front answers 106 from the cut file's encoded body, but 2,000 asks/s of a 10,000-broker "
+                   "body saturate one Python process: NAMESRV_REMOTING_PROCESSES=N fronts over the one cut file "
+                   "(built; the default stays 1 on 2 cores, docs/performance.md) on a host with cores to spare",
 }
 
 
