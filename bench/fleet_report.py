@@ -23,11 +23,15 @@ NEXT = {
                 "table again: the live table in a small file of its own beside the route bodies; then the "
                 "front's per-request Python and the embedded Kafka's per-record cost",
     "heartbeat": "the same path as a re-registration past the front: a liveness flush rewrites the whole cut file",
-    "memory": "the job's JVM (its heap at the 1 GiB floor where the model asks 256 MiB for a small fleet) and its "
+    "memory": "the job's JVM (its heap at the 1 GiB floor where the model asks less: 256 MiB with no cut yet) and its "
               "Python processes hold most of it, then the embedded Kafka's JVM: a lower heap floor for small "
               "fleets, and the serving processes' own heaps (below)",
     "idle": "the embedded Kafka alone idles near 1 % (its own JVM: 'The embedded broker'); the serving "
             "processes' and the cut builder's progress polls and the front's housekeeping timers are next",
+    "first_wave": "a first registration is answered once its cut is served, and a cut now reaches the serving "
+                  "processes through the host's cut file, rewritten whole for every cut the wave commits (the cut "
+                  "builder): a file written in parts (route bodies apart from the live table and the brokers), "
+                  "so a cut that adds brokers rewrites only what it changed",
     "wave": "the front is the one saturated process (the remoting role above, one interpreter): its writes in "
             "flight full of first registrations waiting for their cut, it spends its loop refusing the fleet's "
             "re-registrations SYSTEM_BUSY and answering 3,333 lookups/s late, so it publishes first registrations "
@@ -232,6 +236,8 @@ def _targets(rep: Report, results: dict[str, dict[int, dict[str, Any]]]) -> None
                    "≤ 3×; ≤ 2 GiB; ≤ 60 s",
                    f"{a['cpu_pct']:.1f} vs {b['cpu_pct']:.1f} % of a core ({ratio:.2f}×{short}); "
                    f"PSS {a['pss_mib']:.0f} MiB; {o['registered_s']:.0f} s"
+                   + _short(held and ratio <= 3, by_role(a), "register")
+                   + ("" if o["registered_s"] <= 60 else f". First registrations next: {NEXT['first_wave']}")
                    + _memory(a, 2048),
                    held and ratio <= 3 and a["pss_mib"] <= 2048 and o["registered_s"] <= 60)
         a, b = o["heartbeat"], j["heartbeat"]

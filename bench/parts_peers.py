@@ -106,7 +106,13 @@ def remoting_benchmark(rep: Report, quick: bool) -> None:
                + "; ".join(f"{n} {s['rps']:,.0f}/s (p99 {s['p99_us'] / 1000:.2f} ms)" for n, s, _ in peers)
                + f": ratio to the best ({best_name}) {ratio:.2f}; paced ({PACE_US / 1000:.0f} ms pause per "
                f"connection): ours p99 {ours_paced['p99_us'] / 1000:.2f} ms; front RSS {ours['rss_mib']:.0f} MiB"
-               + rust_note, ratio >= 1 and ours_paced["p99_us"] <= 5000)
+               + rust_note
+               + ("" if ratio >= 1 and ours_paced["p99_us"] <= 5000 else
+                  f". Profile: the front took {front_cpu / (seconds + warmup):.2f} of a core "
+                  f"({rep.raw['remoting_lookups_per_core_s']:,.0f} lookups per front core-second), its one "
+                  "interpreter the bound while the load generator takes the other core. Next: "
+                  "NAMESRV_REMOTING_PROCESSES=N fronts on a host with cores to spare (docs/performance.md)"),
+               ratio >= 1 and ours_paced["p99_us"] <= 5000)
     cols = [("ours (remoting front)", ours, ours_paced), *peers]
 
     def row(label: str, cell: Callable[[dict[str, Any], dict[str, Any]], str]) -> str:
