@@ -31,9 +31,9 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from conf import processes
 from conf.store import StorePath, store_path
 
 LEASES = "leases"
@@ -81,12 +81,11 @@ def holder(root: StorePath) -> int | None:
 
 
 def process_start(pid: int) -> str | None:
-    """A process' start, in clock ticks after boot (/proc/<pid>/stat): with the pid, it names one
-    process, not a later one given the same pid. None when no such process runs."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (FileNotFoundError, IndexError, ProcessLookupError):
-        return None
+    """A process' start, in clock ticks after boot (`conf.processes.process_start`), as the lease
+    records it: with the pid, it names one process, not a later one given the same pid. None when
+    no such process runs."""
+    start = processes.process_start(pid)
+    return None if start is None else str(start)
 
 
 def _me() -> dict[str, Any]:

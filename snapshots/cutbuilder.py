@@ -37,13 +37,14 @@ from typing import IO
 
 from conf import Config, load_config
 from conf.logs import setup_logging
+from conf.processes import process_start
 from conf.version import argument_parser
 from routeinfo.snapshot import Snapshot
 from schemas.metrics import SnapshotMetrics
 from snapshots.cutfile import CutFile, CutFileError, CutFileStats, write_cut
 from snapshots.freshness import STATUS_FILE, BuilderStatus
 from snapshots.reader import SnapshotReader
-from snapshots.store import SnapshotStore, process_start, read_builder_status
+from snapshots.store import SnapshotStore, read_builder_status
 
 log = logging.getLogger("namesrv.cutbuilder")
 CUTS_DIR = "cuts"

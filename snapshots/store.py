@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from conf.memory import release_memory
+from conf.processes import process_alive
 from routeinfo.snapshot import Snapshot
 from schemas.metrics import SnapshotMetrics
 from schemas.progress import PROGRESS_FILE, read_job_start, read_progress
@@ -47,31 +47,6 @@ RELEASE_AFTER_ROWS = 100_000  # topic_queue rows above which a reload gives its 
 # ... at most this often: during a large fleet's registration wave topic_queue changes every cut,
 # and each release walks malloc's arenas (the front's allocations wait for them meanwhile)
 RELEASE_EVERY_S = 30.0
-
-
-def process_start(pid: int) -> int | None:
-    """When process `pid` started, in clock ticks since boot (/proc/<pid>/stat's 22nd field; None
-    where there is no /proc, or no such process): a pid and this tell one process from a later
-    one given the same pid."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat[stat.rindex(")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def process_alive(pid: int, started: int | None) -> bool:
-    """Whether process `pid` (started at `started`, `process_start`'s; None: not known) runs on this host."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's: it exists
-        pass
-    if started is None:
-        return True
-    now = process_start(pid)
-    return now is None or now == started
 
 
 def read_builder_status(path: Path) -> freshness.BuilderStatus | None:

@@ -22,13 +22,14 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from conf import Config, load_config
+from conf.processes import process_alive, process_start
 from routeinfo.snapshot import Snapshot
 from schemas import events as ev
 from schemas.metrics import SnapshotMetrics
 from snapshots import cutbuilder
 from snapshots.cutfile import CutFile, CutFileStats, write_cut
 from snapshots.reader import SnapshotReader
-from snapshots.store import SnapshotStore, process_alive, process_start
+from snapshots.store import SnapshotStore
 from tests.delta_history import SinkDriver
 from tests.helpers import reg, topics
 
