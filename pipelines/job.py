@@ -342,13 +342,13 @@ def _process_start_ms() -> int:
     return int((boot + ticks / os.sysconf("SC_CLK_TCK")) * 1000)
 
 
-def _look_again_at_takeover(requested: Config, heap: sizing.Heap) -> None:
+def _look_again_at_takeover(cfg: Config, heap: sizing.Heap) -> None:
     """A standby's heap was sized when it started, maybe long before the fleet grew: say so as it
     takes over (the heap watch warns again if the state presses it), rather than delay the
-    takeover with a restart of the JVM while the routes wait. `requested`: the settings as set."""
+    takeover with a restart of the JVM while the routes wait."""
     if heap.source != "auto":
         return
-    _, now = size_job(requested, announce=False)
+    _, now = size_job(cfg, announce=False)
     if now.heap.bytes > heap.bytes:
         log.warning("this job stood by since its heap was sized (%s); the fleet now asks for %s, which its "
                     "next start gets", heap.size, now.heap.size)
@@ -362,7 +362,6 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(cfg.log_format)
     ensure_topic(cfg.bootstrap, cfg.kafka_topic, cfg.kafka_partitions, retention_configs(cfg))
     archive = class_archive.java_options()
-    requested = cfg  # the settings as set (`auto`), for the standby's look at the fleet at takeover
     try:
         # before the session: pyspark starts the JVM with its heap and its task slots fixed
         cfg, sized = size_job(cfg)
@@ -384,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     phases["leaseTaken"] = _now_ms()
     log.info("writer epoch %d: the tables carry it; an older writer can no longer commit", lease.epoch)
     if phases["leaseTaken"] - phases["sessionBuilt"] > 60_000:
-        _look_again_at_takeover(requested, heap)
+        _look_again_at_takeover(cfg, heap)
     stopping = threading.Event()
     lease_stop = threading.Event()
 

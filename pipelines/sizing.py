@@ -190,7 +190,7 @@ def driver_heap(setting: str, fleet: Fleet | None, *, host_memory: int, slots: i
         chosen, clamp = top, "ceiling"
     else:
         chosen = rounded
-    if setting.strip().lower() != AUTO:
+    if not is_auto(setting):
         explicit = parse_jvm_size(setting)
         if explicit < SPARK_MINIMUM_BYTES:
             raise ValueError(f"NAMESRV_SPARK_DRIVER_MEMORY={setting} is below the 512m Spark's driver needs "
