@@ -145,7 +145,7 @@ def header_shown_by(snap: Snapshot, event: dict[str, Any]) -> bool:
     acting = event["enableActingMaster"] is not None and bool(event["enableActingMaster"])
     if (bd["enableActingMaster"], bd.get("zoneName")) != (acting, event.get("zoneName")):
         return False
-    if name not in snap.clusters.get(cluster, ()):
+    if (cluster, name) not in snap.members:
         return False
     live = snap.live_by_addr.get((cluster, addr))
     if (live is None or live["haServerAddr"] != event.get("haServerAddr")
