@@ -4,8 +4,15 @@ Every serving process on a host maps one file of pre-encoded answers (`snapshots
 instead of loading the cut from Delta itself; this process is what keeps that file the newest
 cut's. It watches the job's progress record and the `snapshots` table through a `SnapshotStore`
 (the serving processes' own watch, so a cut reaches the file as fast as it used to reach them),
-and after each refresh that brought a cut the file does not hold, writes the file again,
-incrementally against the one it replaces, renamed atomically over `<data dir>/cuts/current.cut`.
+and after each refresh that brought a cut the file does not hold, writes the cut again,
+incrementally against the one it replaces: a new index part (`cuts/index-<hex>.idx`) only when the
+routes changed, then the head, renamed atomically over `<data dir>/cuts/current.cut`.
+
+Old index parts are this process's to remove: after each write it removes every index part of the
+directory but the one the new head names and the last other one a head named before it (a reader
+may be between reading that head and opening its part), so at most two stay at rest, three while a
+new one is written (`cutfile.prune_index_parts`; the format's docstring says why removing a part a
+reader maps is harmless).
 
 One builder per host: a builder holds an exclusive lock on `<data dir>/cuts/builder.lock` for its
 life, so a second one (a restart racing the old process's exit, or an in-process builder of a
@@ -41,7 +48,7 @@ from conf.processes import process_start
 from conf.version import argument_parser
 from routeinfo.snapshot import Snapshot
 from schemas.metrics import SnapshotMetrics
-from snapshots.cutfile import CutFile, CutFileError, CutFileStats, write_cut
+from snapshots.cutfile import CutFile, CutFileError, CutFileStats, index_part_named_by, prune_index_parts, write_cut
 from snapshots.freshness import STATUS_FILE, BuilderStatus
 from snapshots.reader import SnapshotReader
 from snapshots.store import SnapshotStore, read_builder_status
@@ -159,6 +166,7 @@ class CutBuilder:
         self._lock = threading.Lock()
         self._known = False  # whether `_held` says what the file at `path` holds
         self._held: int | None = None  # the snapshot id it holds (None: the empty cut)
+        self._parts: list[str] = []  # the index parts to keep: the newest head's, then the last other one named
 
     def _file_holds(self) -> tuple[bool, int | None]:
         """Whether a sound file is at `path` already (a builder's restart), and its cut's id: checked
@@ -188,10 +196,14 @@ class CutBuilder:
         previous: CutFile | Path | None = self._written
         if previous is None and self.path.exists():
             previous = self.path
+        if not self._parts:  # a builder's first write: the part the head it replaces names is the one kept
+            before = self._written.index_path.name if self._written is not None else index_part_named_by(self.path)
+            self._parts = [] if before is None else [before]
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             stats = self._write_cut(snap, self.path, previous)
-            written = CutFile.open(self.path, verify=False)  # ours: the next write's `previous`
+            # ours: the next write's `previous`, sharing the last one's index part when the routes did not change
+            written = CutFile.open(self.path, verify=False, reuse=self._written)
         except Exception as exc:  # kept serving the old file; tried again after the next refresh
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.error("writing the cut file of snapshot %s failed: %s", snap.snapshot_id, self.last_error)
@@ -202,12 +214,26 @@ class CutBuilder:
             self._written.close()
         self._written, self._known, self._held = written, True, snap.snapshot_id
         self.last, self.last_error = stats, None
+        removed = self._prune(written.index_path.name)
         if self.status is not None:
             self.status.succeeded(snap.snapshot_id, wrote=True)
-        log.info("cut %s written to %s: %d topics, %d bodies, %.1f MiB, reused %s, %.2f s (%.2f s CPU)%s",
-                 snap.snapshot_id, self.path, stats.topics, stats.bodies, stats.file_bytes / 2**20, stats.reused,
-                 stats.seconds, stats.cpu_seconds,
-                 f"; previous file not used: {stats.previous_refused}" if stats.previous_refused else "")
+        log.info("cut %s written to %s: %d topics, %d bodies, head %.1f MiB, index part %s %s (%.1f MiB), reused %s, "
+                 "%.2f s (%.2f s CPU)%s%s", snap.snapshot_id, self.path, stats.topics, stats.bodies,
+                 stats.file_bytes / 2**20, stats.index_path.name, "written" if stats.index_written else "kept",
+                 stats.index_bytes / 2**20, stats.reused, stats.seconds, stats.cpu_seconds,
+                 f"; previous file not used: {stats.previous_refused}" if stats.previous_refused else "",
+                 f"; removed {len(removed)} old index part(s)" if removed else "")
+
+    def _prune(self, newest: str) -> list[str]:
+        """Remove the index parts but the newest head's and the last other one a head named (the
+        module's docstring); a failure to is logged, the cut is written all the same."""
+        if not self._parts or self._parts[0] != newest:
+            self._parts = [newest, *self._parts[:1]]
+        try:
+            return prune_index_parts(self.path.parent, self._parts)
+        except OSError as exc:
+            log.warning("old index parts in %s could not be removed: %s", self.path.parent, exc)
+            return []
 
     def close(self) -> None:
         with self._lock:

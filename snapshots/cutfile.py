@@ -7,8 +7,19 @@ route lookup is an open-addressing probe over the file and a `memoryview` slice 
 object per topic in any reader. This module is that file's format, its writer (`write_cut`) and
 its reader (`CutFile`).
 
-What the file holds
+What the files hold
 -------------------
+A cut is two files in one directory (`<data dir>/cuts/`): an *index part* with everything a route
+answer is made of, which changes only when the routes do, and a small *head*, `current.cut`,
+with the rest of the cut, which changes with every cut (a heartbeat moves broker_live). A cut
+that changes no route (liveness only: lastUpdateTimestamp, the snapshot id and commit time moved)
+writes only a new head naming the index part the last one named, and a reader that maps that
+part already reads only the new head (`CutFile.open(path, reuse=...)`): at 10,000 groups × 100
+topics the index part is most of 50-70 MiB, the head a few MiB.
+
+The index part, `index-<hex>.idx`, named after its content (`index_name`: a BLAKE2b of the three
+digests below, which fix every byte of it), holds:
+
 * Every topic of the cut's `topic_queue`, in name order (UTF-8 byte order, which is code point
   order: `sorted(snap.topics)`), each with the number of its route body, or none when RocketMQ
   answers TOPIC_NOT_EXIST (queue rows but no BrokerData for any of them).
@@ -18,9 +29,16 @@ What the file holds
   order-topic config (the cut's `orderMessageEnable` and its ORDER_TOPIC_CONFIG namespace) are
   applied, and the zone filter is NOT: a lookup with `__ZONE_MODE`/`__ZONE_NAME` decodes the
   file's body and applies `_zone_filter` at request time.
-* `route_reads.cluster_info_body(snap)`.
 * Per broker group (each `brokerName` of `topic_queue`, in name order), the entries of the topics
   it holds a queue row of: the writes' checks of a group's topics, without the Arrow index.
+* What an incremental write needs to reuse this part's work safely (below).
+
+The head holds the snapshot id and commit time, the index part's three digests (so its name), its
+size and CRC-32, and:
+
+* `route_reads.cluster_info_body(snap)`. It is the head's, not the index part's: it reads
+  cluster_addr, which no digest of the index part covers, and at about 100 bytes a broker it is a
+  small share of a head that the live table's rows make several MiB anyway.
 * The rest of the cut as JSON, from which `CutFile.rest_snapshot` builds the Snapshot minus its
   topic_queue with `routeinfo.snapshot.build_snapshot` (no Delta, no Arrow): `{"snapshot": row,
   "tables": {table: rows}}`, `row` the `snapshots` columns a Snapshot keeps (snapshotId,
@@ -32,35 +50,53 @@ What the file holds
   batchId or eventCount.
   Beside them, `"orphanQueues"`: the QueueDatas of the topics without a route body, the one
   thing about a topic its body cannot tell (a body's `queueDatas` are the topic's whole), so a
-  reader has every topic's QueueDatas from the file (`snapshots.mapped.FileTopics`).
-* What an incremental write needs to reuse this file's work safely (below).
+  reader has every topic's QueueDatas from the files (`snapshots.mapped.FileTopics`).
 
-Layout (version 1): little-endian, fixed widths, every section 8-byte aligned
+Layout (version 2): little-endian, fixed widths, every section 8-byte aligned
 ----------------------------------------------------------------------------
-Header, `HEADER`, 384 bytes (struct format `<8sIIQqqQQQQQQ16s16s16s` + 15 × `QQ` + `II`):
+Both parts are a header, then sections at the (offset, length)s the header lists, offsets from
+the part's start; each header ends with a CRC-32 (zlib's) of the header's bytes before it, then of
+every byte after the header to the end of the part (padding included).
+
+The head, `HEADER`, 144 bytes (struct format `<8sIIQqq16s16s16sQII` + 2 × `QQ` + `II`):
 
     magic        8 bytes  b"RMQNSCUT"
-    version      u32      FORMAT_VERSION (1); a reader refuses any other
+    version      u32      FORMAT_VERSION (2); a reader refuses any other
     header_size  u32      HEADER.size
-    file_size    u64      the whole file's length (a shorter file is truncated)
+    file_size    u64      the head's length (a shorter file is truncated)
     snapshot_id  i64      the cut's snapshotId, -1 for a cut with none (the empty cut)
     commit_time  i64      the cut's commitTime (ms since the epoch), -1 for none
+    queue_digest 16 bytes BLAKE2b-128 of the topic_queue columns the index part was built from
+    deps_digest  16 bytes BLAKE2b-128 of everything else a route body reads (brokers, filter
+                          servers, the two switches, the order-topic configs)
+    encoder      16 bytes BLAKE2b-128 of the code that encoded the bodies (`encoder_digest`)
+    index_size   u64      the index part's length
+    index_crc    u32      the index part's CRC-32 (its header's last field): the part the head
+                          was written with, so a reader can tell that a part it maps is that one
+    reserved     u32      0
+    sections     2 × (offset u64, length u64): cluster_info, rest
+    reserved     u32      0
+    crc32        u32      the head's CRC-32
+
+    cluster_info    bytes     the ClusterInfo body
+    rest            bytes     the rest of the cut, JSON (UTF-8)
+
+The index part, `INDEX_HEADER`, 336 bytes (`<8sIIQQQQQQQ16s16s16s` + 13 × `QQ` + `II`):
+
+    magic        8 bytes  b"RMQNSIDX"
+    version      u32      FORMAT_VERSION
+    header_size  u32      INDEX_HEADER.size
+    file_size    u64      the part's length
     topics       u64      T, topic entries
     bodies       u64      B, distinct route bodies
     capacity     u64      C, open-addressing slots (a power of two, at least 2·T and 2)
     kinds        u64      K, kind keys (below)
     groups       u64      G, broker groups
     group_topics u64      R, (group, topic) pairs
-    queue_digest 16 bytes BLAKE2b-128 of the topic_queue columns the file was built from
-    deps_digest  16 bytes BLAKE2b-128 of everything else a route body reads (brokers, filter
-                          servers, the two switches, the order-topic configs)
-    encoder      16 bytes BLAKE2b-128 of the code that encoded the bodies (`encoder_digest`)
-    sections     15 × (offset u64, length u64), in the order of SECTIONS; offsets from the file's start
+    queue_digest, deps_digest, encoder: as the head's (a part must be the one its head names)
+    sections     13 × (offset u64, length u64), in the order of INDEX_SECTIONS
     reserved     u32      0
-    crc32        u32      CRC-32 (zlib's) of the header's bytes before this field, then of every
-                          byte after the header to the end of the file (padding included)
-
-Sections:
+    crc32        u32      the part's CRC-32
 
     hashes          u64[T]    topic_hash of each entry's UTF-8 name
     body_of         u32[T]    each entry's body number; 0xFFFFFFFF = no route (TOPIC_NOT_EXIST)
@@ -77,8 +113,28 @@ Sections:
     group_names     bytes     the broker group names, UTF-8, in order
     group_off       u32[G+1]  group g's topics are group_topics[group_off[g]:group_off[g+1]]
     group_topics    u32[R]    topic entry numbers, ascending within a group
-    cluster_info    bytes     the ClusterInfo body
-    rest            bytes     the rest of the cut, JSON (UTF-8)
+
+Reading a cut: map the head, check it (its CRC with `verify`), then map the index part it names
+and check that part (its CRC with `verify`, its digests, size and CRC field against the head's);
+a reader given the CutFile it serves (`reuse`) shares that file's mapping of the part when the head
+names the same one (same name, size and CRC, and verified if this open verifies), so a liveness
+cut costs a reader the head alone. A head naming a part that is missing, or is not the one it was
+written with, is refused (`IndexPartError`): no reader ever answers from a head and an index part
+of different cuts.
+
+Writing a cut: the index part (when it is written at all) is written and fsynced under a temporary
+name, renamed to its name and the directory fsynced, all before the head is; the head is then
+written the same way and renamed over `current.cut`. A reader that mapped the old head and its
+part keeps both whole, whatever is renamed or removed after.
+
+Removing old index parts: every cut whose routes changed leaves a new part, so the host's builder
+(`snapshots.cutbuilder`, the directory's only writer) removes the older ones after each write
+(`prune_index_parts`), keeping the part the head names and the last other part a head named
+before it (a reader may be between reading the previous head and opening its part): at most two
+parts at rest, three while a new one is written. A part removed while a reader maps it stays
+mapped (Linux frees it with the last mapping); a reader that finds the part its head names gone
+(two route changes while it looked: the builder writes a new head meanwhile) keeps its last cut
+and tries again at its next refresh (`snapshots.store`).
 
 `topic_hash(name)` is `crc32(name) | adler32(name) << 32` (zlib's CRC-32 and Adler-32 of the
 UTF-8 bytes): both are in every language's standard library or a few lines, and in Python each
@@ -91,8 +147,10 @@ the prototype's 14 s of CPU. `write_cut(snap, path, previous)` reuses the previo
 where its inputs are provably the same, at three levels, each keyed by digests of content (never
 by table versions, which do not say what a file was built from):
 
-1. the previous file's queue, deps and encoder digests are this cut's: the topic index, bodies,
-   kind keys and group sections are copied byte for byte, nothing is grouped or encoded;
+1. the previous file's queue, deps and encoder digests are this cut's: the index part is the
+   previous one, named by the new head as it is (and not written again when the previous cut's
+   part is the very file at the name, same inode; written from the previous mapping when not,
+   such as a head written into another directory); nothing is grouped or encoded;
 2. otherwise the hashes of names the previous file has are taken from it (an Arrow join of the
    names), and its slots too when the names are the same;
 3. a kind of topic (same queue rows, and the same sync-member/order-config treatment) whose
@@ -102,8 +160,8 @@ by table versions, which do not say what a file was built from):
 
 The encoder digest covers this module and the route_reads, topic_index and snapshot modules'
 sources, so a builder restarted on changed code never carries old encodings forward. The result
-is byte-identical to a from-scratch write of the same cut (the tests check it): every section is
-a function of the cut alone, numbered by first appearance in name order.
+is byte-identical to a from-scratch write of the same cut (the tests check it, both parts): every
+section is a function of the cut alone, numbered by first appearance in name order.
 """
 
 from __future__ import annotations
@@ -115,9 +173,10 @@ import mmap
 import os
 import struct
 import sys
+import threading
 import time
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -135,18 +194,21 @@ from routeinfo.topic_index import TopicIndex
 from schemas import events as ev
 from schemas import tables as t
 
-MAGIC = b"RMQNSCUT"
+MAGIC = b"RMQNSCUT"  # the head's
+INDEX_MAGIC = b"RMQNSIDX"  # an index part's
 ORPHANS = "orphanQueues"  # the rest's key of the QueueDatas of topics without a route body
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 NO_BODY = 0xFFFFFFFF
 NO_ID = -1  # snapshot_id / commit_time of a cut without a snapshots row
-SECTIONS = ("hashes", "body_of", "name_off", "names", "slots", "body_off", "bodies", "kind_keys", "kind_body",
-            "group_name_off", "group_names", "group_off", "group_topics", "cluster_info", "rest")
-HEADER = struct.Struct("<8sIIQqqQQQQQQ16s16s16s" + "QQ" * len(SECTIONS) + "II")
-_CRC_AT = HEADER.size - 4  # the crc32 field is the header's last four bytes
+# the index part's sections: everything keyed by the queue, deps and encoder digests
+INDEX_SECTIONS = ("hashes", "body_of", "name_off", "names", "slots", "body_off", "bodies", "kind_keys", "kind_body",
+                  "group_name_off", "group_names", "group_off", "group_topics")
+HEAD_SECTIONS = ("cluster_info", "rest")
+SECTIONS = INDEX_SECTIONS + HEAD_SECTIONS
+HEADER = struct.Struct("<8sIIQqq16s16s16sQII" + "QQ" * len(HEAD_SECTIONS) + "II")
+INDEX_HEADER = struct.Struct("<8sIIQQQQQQQ16s16s16s" + "QQ" * len(INDEX_SECTIONS) + "II")
 DIGEST_BYTES = 16
-# the sections copied whole from a previous file whose three digests are this cut's
-_INDEX_SECTIONS = SECTIONS[:SECTIONS.index("cluster_info")]
+INDEX_PREFIX, INDEX_SUFFIX = "index-", ".idx"
 
 U8 = npt.NDArray[np.uint8]
 U32 = npt.NDArray[np.uint32]
@@ -158,6 +220,22 @@ Section = bytes | memoryview
 class CutFileError(Exception):
     """A cut file that cannot be trusted (wrong magic or version, truncated, corrupted): the
     message says which file and what is wrong. A reader refuses it rather than answer from it."""
+
+
+class IndexPartError(CutFileError):
+    """A sound head whose index part is missing, damaged or not the one the head was written with.
+    `index_path` is that part: a reader tries again when it or the head changes."""
+
+    def __init__(self, index_path: Path, message: str) -> None:
+        super().__init__(message)
+        self.index_path = index_path
+
+
+def index_name(queue_digest: bytes, deps_digest: bytes, encoder: bytes) -> str:
+    """The index part's file name: a digest of the three digests that fix its every byte, so equal
+    names mean equal content and a head's part is found by name."""
+    key = hashlib.blake2b(queue_digest + deps_digest + encoder, digest_size=DIGEST_BYTES).hexdigest()
+    return f"{INDEX_PREFIX}{key}{INDEX_SUFFIX}"
 
 
 def topic_hash(key: bytes) -> int:
@@ -469,12 +547,16 @@ def _orphans(snap: Snapshot, sections: Mapping[str, Section]) -> dict[str, list[
 
 @dataclasses.dataclass(frozen=True)
 class CutFileStats:
-    """What a write did: the file's size and counts, how much it reused of the previous file
-    (`reused`: "index" = level 1, copied whole; "parts" = hashes or bodies; "none"), and why
-    a previous file was not used (`previous_refused`)."""
+    """What a write did: the head's and the index part's sizes, whether the part was written, the
+    counts, how much it reused of the previous file (`reused`: "index" = level 1, the index part
+    as it was; "parts" = hashes or bodies; "none"), and why a previous file was not used
+    (`previous_refused`)."""
 
     path: Path
-    file_bytes: int
+    file_bytes: int            # the head's
+    index_path: Path
+    index_bytes: int
+    index_written: bool        # False: the directory held the index part already (the previous cut's)
     topics: int
     bodies: int
     kinds: int
@@ -608,23 +690,26 @@ def _open_previous(previous: CutFile | Path | None, encoder: bytes) -> tuple[Cut
 
 
 def write_cut(snap: Snapshot, path: Path, previous: CutFile | Path | None = None) -> CutFileStats:
-    """Write the cut's file to `path`, replaced atomically: written and fsynced under a temporary
-    name in the same directory, renamed over `path`, the directory fsynced. A reader that mapped
-    the file `path` named before keeps its cut whole; the next open sees the new one.
+    """Write the cut's head to `path`, replaced atomically, and its index part beside it when the
+    directory does not hold it already (the module's docstring: written and fsynced under a
+    temporary name, renamed, the directory fsynced; the part before the head). A reader that
+    mapped the head `path` named before keeps its cut whole; the next open sees the new one.
 
-    `previous`: the file of an earlier cut (a path, or one already open), whose work is reused as
+    `previous`: the head of an earlier cut (a path, or one already open), whose work is reused as
     the module's docstring says; one that cannot be opened or was encoded by other code is not
-    used (`previous_refused` says why), never trusted in part. A path is opened verified (its
-    CRC-32 checked: its bytes are copied into the new file); a CutFile passed open is trusted as
-    its caller opened it."""
+    used (`previous_refused` says why), never trusted in part. A path is opened verified (both
+    parts' CRC-32 checked: their bytes may be copied into the new files); a CutFile passed open
+    is trusted as its caller opened it. Old index parts are left where they are: removing them is
+    the directory's owner's call (`prune_index_parts`)."""
     started, cpu = time.perf_counter(), time.process_time()
     encoder = encoder_digest()
     prev, opened, refused = _open_previous(previous, encoder)
     try:
         q = _queues(snap.topics)
         queue_digest, deps_digest = _queue_digest(q), _deps_digest(snap)
+        index_path = path.parent / index_name(queue_digest, deps_digest, encoder)
         if prev is not None and prev.queue_digest == queue_digest and prev.deps_digest == deps_digest:
-            sections: dict[str, Section] = {name: prev.section(name) for name in _INDEX_SECTIONS}
+            sections: dict[str, Section] = {name: prev.section(name) for name in INDEX_SECTIONS}
             counts = {"topics": prev.topic_count, "bodies": prev.body_count, "capacity": prev.capacity,
                       "kinds": prev.kind_count, "groups": prev.group_count, "encoded": 0,
                       "reused_bodies": prev.kind_count, "reused_hashes": prev.topic_count}
@@ -632,56 +717,70 @@ def write_cut(snap: Snapshot, path: Path, previous: CutFile | Path | None = None
         else:
             sections, counts = _encode_index(snap, q, prev)
             reused = "parts" if counts["reused_bodies"] or counts["reused_hashes"] else "none"
+        digests = (queue_digest, deps_digest, encoder)
+        if reused == "index" and prev is not None and prev.index_file_is(index_path):
+            index_size, index_crc, index_written = prev.index_size, prev.index_crc, False
+        else:
+            index_size, index_crc = _write_index(index_path, counts, digests, sections)
+            index_written = True
         rest = json.dumps({**rest_of(snap), ORPHANS: _orphans(snap, sections)}, sort_keys=True,
                           separators=(",", ":"), ensure_ascii=False).encode()
-        sections["cluster_info"] = route_reads.cluster_info_body(snap)
-        sections["rest"] = rest
-        header = {"snapshot_id": NO_ID if snap.snapshot_id is None else snap.snapshot_id,
-                  "commit_time": NO_ID if snap.commit_time is None else snap.commit_time,
-                  "group_topics": len(sections["group_topics"]) // 4, "queue_digest": queue_digest,
-                  "deps_digest": deps_digest, "encoder": encoder, **counts}
-        size = _write_atomically(path, header, sections)
-        section_bytes = {name: len(sections[name]) for name in SECTIONS}
+        head: dict[str, Section] = {"cluster_info": route_reads.cluster_info_body(snap), "rest": rest}
+        ids = (NO_ID if snap.snapshot_id is None else snap.snapshot_id, NO_ID if snap.commit_time is None else snap.commit_time)
+        size, _ = _write_part(path, HEADER, HEAD_SECTIONS, head, lambda layout, size: (
+            MAGIC, FORMAT_VERSION, HEADER.size, size, *ids, *digests, index_size, index_crc, 0, *layout))
+        section_bytes = {name: len(sections[name]) for name in INDEX_SECTIONS} | {k: len(v) for k, v in head.items()}
     finally:
         if opened and prev is not None:
             prev.close()
     return CutFileStats(
-        path=path, file_bytes=size, topics=counts["topics"], bodies=counts["bodies"], kinds=counts["kinds"],
+        path=path, file_bytes=size, index_path=index_path, index_bytes=index_size, index_written=index_written,
+        topics=counts["topics"], bodies=counts["bodies"], kinds=counts["kinds"],
         groups=counts["groups"], encoded=counts["encoded"], reused_bodies=counts["reused_bodies"],
         reused_hashes=counts["reused_hashes"], reused=reused, previous_refused=refused,
         seconds=time.perf_counter() - started, cpu_seconds=time.process_time() - cpu,
         section_bytes=section_bytes)
 
 
-def _layout(sections: Mapping[str, Section]) -> tuple[list[int], int]:
+def _write_index(path: Path, counts: Mapping[str, int], digests: tuple[bytes, bytes, bytes],
+                 sections: Mapping[str, Section]) -> tuple[int, int]:
+    group_topics = len(sections["group_topics"]) // 4
+    return _write_part(path, INDEX_HEADER, INDEX_SECTIONS, sections, lambda layout, size: (
+        INDEX_MAGIC, FORMAT_VERSION, INDEX_HEADER.size, size, counts["topics"], counts["bodies"], counts["capacity"],
+        counts["kinds"], counts["groups"], group_topics, *digests, *layout))
+
+
+def _layout(header_size: int, names: tuple[str, ...], sections: Mapping[str, Section]) -> tuple[list[int], int]:
     layout: list[int] = []
-    at = HEADER.size
-    for name in SECTIONS:
+    at = header_size
+    for name in names:
         at = (at + 7) & ~7
         layout += [at, len(sections[name])]
         at += len(sections[name])
     return layout, at
 
 
-def _write_atomically(path: Path, header: dict[str, Any], sections: Mapping[str, Section]) -> int:
-    layout, size = _layout(sections)
-    fields = (MAGIC, FORMAT_VERSION, HEADER.size, size, header["snapshot_id"], header["commit_time"], header["topics"],
-              header["bodies"], header["capacity"], header["kinds"], header["groups"], header["group_topics"],
-              header["queue_digest"], header["deps_digest"], header["encoder"], *layout, 0, 0)
-    head = HEADER.pack(*fields)
+def _write_part(path: Path, header: struct.Struct, names: tuple[str, ...], sections: Mapping[str, Section],
+                fields: Callable[[list[int], int], tuple[Any, ...]]) -> tuple[int, int]:
+    """Write one part (a header whose `fields(layout, size)` precede its reserved word and CRC,
+    then `sections` in the order of `names`) under a temporary name, fsync it, rename it to `path`
+    and fsync the directory. Its size and CRC-32."""
+    layout, size = _layout(header.size, names, sections)
+    head = header.pack(*fields(layout, size), 0, 0)
     pieces: list[Section] = []
-    at = HEADER.size
-    for name, offset in zip(SECTIONS, layout[::2], strict=True):
+    at = header.size
+    for name, offset in zip(names, layout[::2], strict=True):
         pieces.append(b"\0" * (offset - at))
         pieces.append(sections[name])
         at = offset + len(sections[name])
-    crc = zlib.crc32(head[:_CRC_AT])
+    crc_at = header.size - 4  # the crc32 field is the header's last four bytes
+    crc = zlib.crc32(head[:crc_at])
     for piece in pieces:
         crc = zlib.crc32(piece, crc)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("wb") as f:
-            f.write(head[:_CRC_AT] + struct.pack("<I", crc))
+            f.write(head[:crc_at] + struct.pack("<I", crc))
             for piece in pieces:
                 f.write(piece)
             f.flush()
@@ -695,62 +794,221 @@ def _write_atomically(path: Path, header: dict[str, Any], sections: Mapping[str,
         os.fsync(directory)
     finally:
         os.close(directory)
-    return size
+    return size, crc
+
+
+# ---------------------------------------------------------------- old index parts
+
+
+def index_part_named_by(head: Path) -> str | None:
+    """The name of the index part the head at `head` names (its header only, unverified: what a
+    builder keeps when it prunes), or None when there is no readable head."""
+    try:
+        with head.open("rb") as f:
+            data = f.read(HEADER.size)
+    except OSError:
+        return None
+    if len(data) < HEADER.size:
+        return None
+    fields = HEADER.unpack_from(data)
+    if fields[0] != MAGIC or fields[1] != FORMAT_VERSION:
+        return None
+    return index_name(*fields[6:9])
+
+
+def prune_index_parts(directory: Path, keep: Collection[str]) -> list[str]:
+    """Remove the index parts in `directory` but those named in `keep`, and the temporary files of
+    index parts whose writer died (another pid's); the names removed. For the directory's one
+    writer (the host's builder, holding its lock), after it wrote a head: the module's docstring
+    says what it keeps and why removing a part a reader maps is harmless."""
+    removed: list[str] = []
+    mine = f".{os.getpid()}.tmp"
+    for found in directory.glob(f"*{INDEX_PREFIX}*{INDEX_SUFFIX}*"):
+        name = found.name
+        if name.startswith(INDEX_PREFIX) and name.endswith(INDEX_SUFFIX):
+            if name in keep:
+                continue
+        elif not (name.startswith(f".{INDEX_PREFIX}") and name.endswith(".tmp")) or name.endswith(mine):
+            continue
+        try:
+            found.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(name)
+    return removed
 
 
 # ---------------------------------------------------------------- the reader
 
 
-def _expected_lengths(h: Mapping[str, int]) -> dict[str, int | None]:
-    """Each section's length as the header's counts fix it (None: any length)."""
+def _index_lengths(h: Mapping[str, int]) -> dict[str, int | None]:
+    """Each index section's length as the header's counts fix it (None: any length)."""
     return {"hashes": 8 * h["topics"], "body_of": 4 * h["topics"], "name_off": 4 * (h["topics"] + 1), "names": None,
             "slots": 4 * h["capacity"], "body_off": 8 * (h["bodies"] + 1), "bodies": None,
             "kind_keys": DIGEST_BYTES * h["kinds"], "kind_body": 4 * h["kinds"], "group_name_off": 4 * (h["groups"] + 1),
-            "group_names": None, "group_off": 4 * (h["groups"] + 1), "group_topics": 4 * h["group_topics"],
-            "cluster_info": None, "rest": None}
+            "group_names": None, "group_off": 4 * (h["groups"] + 1), "group_topics": 4 * h["group_topics"]}
+
+
+def _map_file(path: Path) -> tuple[mmap.mmap, os.stat_result]:
+    """`path` mapped read-only, and what it was when mapped (its inode: a writer's reuse check)."""
+    if sys.byteorder != "little":
+        raise CutFileError(f"{path}: this reader casts the file's little-endian integers natively")
+    with path.open("rb") as f:
+        st = os.fstat(f.fileno())
+        try:
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), st
+        except ValueError as e:  # an empty file cannot be mapped
+            raise CutFileError(f"{path}: truncated: {e}") from e
+
+
+def _close_map(mm: mmap.mmap) -> None:
+    try:
+        mm.close()
+    except BufferError:
+        pass  # an answer (or a failed check's traceback) still holds a view: unmapped with the last
+
+
+def _part_fields(path: Path, view: memoryview, header: struct.Struct, magic: bytes) -> tuple[Any, ...]:
+    """A part's header fields, once its magic, version, header size and length are as they must be."""
+    if len(view) < header.size:
+        raise CutFileError(f"{path}: truncated: {len(view)} bytes, a header needs {header.size}")
+    fields = header.unpack_from(view)
+    found, version, header_size, file_size = fields[:4]
+    if found != magic:
+        what = "a cut file's head" if magic == MAGIC else "a cut file's index part"
+        raise CutFileError(f"{path}: not {what} (magic {found!r}, expected {magic!r})")
+    if version != FORMAT_VERSION or header_size != header.size:
+        raise CutFileError(f"{path}: format version {version} (header {header_size} bytes); this reader reads "
+                           f"version {FORMAT_VERSION} ({header.size} bytes)")
+    if file_size != len(view):
+        raise CutFileError(f"{path}: truncated or extended: the header says {file_size} bytes, the file has "
+                           f"{len(view)}")
+    return fields
+
+
+def _slice_sections(path: Path, view: memoryview, header_size: int, names: tuple[str, ...], layout: tuple[int, ...],
+                    expected: Mapping[str, int | None]) -> dict[str, memoryview]:
+    sections: dict[str, memoryview] = {}
+    for name, offset, length in zip(names, layout[::2], layout[1::2], strict=True):
+        if offset < header_size or offset % 8 or offset + length > len(view):
+            raise CutFileError(f"{path}: truncated or corrupted: section {name} at {offset}, {length} bytes, "
+                               f"in a file of {len(view)}")
+        want = expected.get(name)
+        if want is not None and length != want:
+            raise CutFileError(f"{path}: corrupted: section {name} has {length} bytes, the header's counts "
+                               f"make it {want}")
+        sections[name] = view[offset:offset + length]
+    return sections
+
+
+def _check_crc(path: Path, view: memoryview, header_size: int, crc: int) -> None:
+    found = zlib.crc32(view[header_size:], zlib.crc32(view[:header_size - 4]))
+    if found != crc:
+        raise CutFileError(f"{path}: corrupted: CRC-32 {found:#010x}, the header says {crc:#010x}")
+
+
+class IndexPart:
+    """An index part, mapped read-only and checked, shared by the CutFiles of every head that names
+    it (a serving store's successive cuts while the routes do not change). Each CutFile takes its
+    own views of the sections and holds a use; the mapping is dropped with the last use (`release`),
+    or with the last answer still sliced from it."""
+
+    def __init__(self, path: Path, mm: mmap.mmap, st: os.stat_result, *, verify: bool) -> None:
+        self.path, self.name, self.verified = path, path.name, verify
+        self.file_id = (st.st_dev, st.st_ino, st.st_size)  # the file mapped, for a writer's reuse check
+        self._mm: mmap.mmap | None = mm
+        self._users = 1
+        self._lock = threading.Lock()
+        self._view = view = memoryview(mm)
+        fields = _part_fields(path, view, INDEX_HEADER, INDEX_MAGIC)
+        names = ("topics", "bodies", "capacity", "kinds", "groups", "group_topics")
+        self.counts: dict[str, int] = dict(zip(names, fields[4:10], strict=True))
+        self.digests: tuple[bytes, bytes, bytes] = fields[10:13]
+        self.size, self.crc = len(view), fields[-1]
+        layout = fields[13:13 + 2 * len(INDEX_SECTIONS)]
+        self.sections = _slice_sections(path, view, INDEX_HEADER.size, INDEX_SECTIONS, layout, _index_lengths(self.counts))
+        capacity, topics = self.counts["capacity"], self.counts["topics"]
+        if capacity < 2 or capacity & (capacity - 1) or capacity < 2 * topics:
+            raise CutFileError(f"{path}: corrupted: {capacity} slots for {topics} topics")
+        if verify:
+            _check_crc(path, view, INDEX_HEADER.size, self.crc)
+        self._check_ends()
+
+    def _check_ends(self) -> None:
+        """The offset arrays start at 0 and end at their data's length (cheap, and what a
+        truncation or a wrong count would break first)."""
+        s = self.sections
+        for off, length, data_name in ((s["name_off"].cast("I"), len(s["names"]), "names"),
+                                       (s["body_off"].cast("Q"), len(s["bodies"]), "bodies"),
+                                       (s["group_name_off"].cast("I"), len(s["group_names"]), "group_names"),
+                                       (s["group_off"].cast("I"), len(s["group_topics"]) // 4, "group_topics")):
+            first, last = off[0], off[len(off) - 1]
+            off.release()
+            if first != 0 or last != length:
+                raise CutFileError(f"{self.path}: corrupted: the offsets of {data_name} end at {last}, it has {length}")
+
+    @classmethod
+    def open(cls, path: Path, *, verify: bool) -> IndexPart:
+        mm, st = _map_file(path)
+        try:
+            return cls(path, mm, st, verify=verify)
+        except BaseException:
+            _close_map(mm)
+            raise
+
+    def acquire(self) -> bool:
+        """One more use of this mapping; False when it has been dropped already."""
+        with self._lock:
+            if self._mm is None:
+                return False
+            self._users += 1
+            return True
+
+    def release(self) -> None:
+        """One use less; the last drops the mapping."""
+        with self._lock:
+            self._users -= 1
+            if self._users > 0 or self._mm is None:
+                return
+            mm, self._mm = self._mm, None
+        for view in self.sections.values():
+            view.release()
+        self._view.release()
+        _close_map(mm)
 
 
 class CutFile:
-    """A cut's file, mapped read-only: answers are `memoryview` slices of the mapping, valid
-    for as long as they are held (a file renamed over this one changes nothing here).
+    """A cut's head and its index part, mapped read-only: answers are `memoryview` slices of the
+    mappings, valid for as long as they are held (files renamed over these or removed change
+    nothing here). `index_reused`: whether this open shared the `reuse` CutFile's index part
+    rather than map and check it again.
 
-    `close()` drops the mapping; one still referenced by an answer handed out (a body being sent)
-    is unmapped when the last such answer is dropped. A closed CutFile answers nothing more.
-    Python reads the file's integers with `memoryview.cast` (native order), so the reader refuses
-    to run on a big-endian host rather than misread them."""
+    `close()` drops the head's mapping and this file's use of the index part; a mapping still
+    referenced by an answer handed out (a body being sent) is unmapped when the last such answer
+    is dropped. A closed CutFile answers nothing more. Python reads the files' integers with
+    `memoryview.cast` (native order), so the reader refuses to run on a big-endian host rather
+    than misread them."""
 
-    def __init__(self, path: Path, mm: mmap.mmap, *, verify: bool) -> None:
+    def __init__(self, path: Path, mm: mmap.mmap, *, verify: bool, reuse: CutFile | None = None) -> None:
         self.path = path
         self._mm: mmap.mmap | None = mm
+        self._index: IndexPart | None = None
         view = memoryview(mm)
-        if len(view) < HEADER.size:
-            raise CutFileError(f"{path}: truncated: {len(view)} bytes, a header needs {HEADER.size}")
-        fields = HEADER.unpack_from(view)
-        magic, version, header_size, file_size = fields[:4]
-        if magic != MAGIC:
-            raise CutFileError(f"{path}: not a cut file (magic {magic!r}, expected {MAGIC!r})")
-        if version != FORMAT_VERSION or header_size != HEADER.size:
-            raise CutFileError(f"{path}: format version {version} (header {header_size} bytes); this reader reads "
-                               f"version {FORMAT_VERSION} ({HEADER.size} bytes)")
-        if file_size != len(view):
-            raise CutFileError(f"{path}: truncated or extended: the header says {file_size} bytes, the file has "
-                               f"{len(view)}")
-        names = ("snapshot_id", "commit_time", "topics", "bodies", "capacity", "kinds", "groups", "group_topics")
-        h = dict(zip(names, fields[4:12], strict=True))
-        self.snapshot_id: int | None = None if h["snapshot_id"] == NO_ID else h["snapshot_id"]
-        self.commit_time: int | None = None if h["commit_time"] == NO_ID else h["commit_time"]
-        self.topic_count, self.body_count, self.capacity = h["topics"], h["bodies"], h["capacity"]
-        self.kind_count, self.group_count = h["kinds"], h["groups"]
-        self.queue_digest, self.deps_digest, self.encoder = fields[12:15]
-        layout = fields[15:15 + 2 * len(SECTIONS)]
-        crc = fields[-1]
-        self._sections = self._slice_sections(view, layout, _expected_lengths(h))
-        if self.capacity < 2 or self.capacity & (self.capacity - 1) or self.capacity < 2 * self.topic_count:
-            raise CutFileError(f"{path}: corrupted: {self.capacity} slots for {self.topic_count} topics")
+        fields = _part_fields(path, view, HEADER, MAGIC)
+        self.snapshot_id: int | None = None if fields[4] == NO_ID else fields[4]
+        self.commit_time: int | None = None if fields[5] == NO_ID else fields[5]
+        self.queue_digest, self.deps_digest, self.encoder = fields[6:9]
+        self.index_size, self.index_crc = fields[9:11]
+        head = _slice_sections(path, view, HEADER.size, HEAD_SECTIONS, fields[12:12 + 2 * len(HEAD_SECTIONS)], {})
         if verify:
-            found = zlib.crc32(view[HEADER.size:], zlib.crc32(view[:_CRC_AT]))
-            if found != crc:
-                raise CutFileError(f"{path}: corrupted: CRC-32 {found:#010x}, the header says {crc:#010x}")
+            _check_crc(path, view, HEADER.size, fields[-1])
+        self.index_path = path.parent / index_name(self.queue_digest, self.deps_digest, self.encoder)
+        index, self.index_reused = self._index_part(reuse, verify)
+        self._index = index
+        self._sections = {**{name: v[:] for name, v in index.sections.items()}, **head}
+        c = index.counts
+        self.topic_count, self.body_count, self.capacity = c["topics"], c["bodies"], c["capacity"]
+        self.kind_count, self.group_count = c["kinds"], c["groups"]
         self._hashes = self._sections["hashes"].cast("Q")
         self._body_of = self._sections["body_of"].cast("I")
         self._name_off = self._sections["name_off"].cast("I")
@@ -763,55 +1021,58 @@ class CutFile:
         self._group_names = self._sections["group_names"]
         self._group_off = self._sections["group_off"].cast("I")
         self._group_topics = self._sections["group_topics"].cast("I")
-        self._check_ends()
 
-    def _slice_sections(self, view: memoryview, layout: tuple[int, ...],
-                        expected: dict[str, int | None]) -> dict[str, memoryview]:
-        sections: dict[str, memoryview] = {}
-        for name, offset, length in zip(SECTIONS, layout[::2], layout[1::2], strict=True):
-            if offset < HEADER.size or offset % 8 or offset + length > len(view):
-                raise CutFileError(f"{self.path}: truncated or corrupted: section {name} at {offset}, {length} bytes, "
-                                   f"in a file of {len(view)}")
-            want = expected[name]
-            if want is not None and length != want:
-                raise CutFileError(f"{self.path}: corrupted: section {name} has {length} bytes, the header's counts "
-                                   f"make it {want}")
-            sections[name] = view[offset:offset + length]
-        return sections
-
-    def _check_ends(self) -> None:
-        """The offset arrays start at 0 and end at their data's length (cheap, and what a
-        truncation or a wrong count would break first)."""
-        for off, data, what in ((self._name_off, self._names, "names"), (self._body_off, self._bodies, "bodies"),
-                                (self._group_name_off, self._group_names, "group_names"),
-                                (self._group_off, self._group_topics, "group_topics")):
-            if off[0] != 0 or off[len(off) - 1] != len(data):
-                raise CutFileError(f"{self.path}: corrupted: the offsets of {what} end at {off[len(off) - 1]}, "
-                                   f"it has {len(data)}")
+    def _index_part(self, reuse: CutFile | None, verify: bool) -> tuple[IndexPart, bool]:
+        """The index part the head names: `reuse`'s when it is that one, else mapped and checked."""
+        shared = None if reuse is None else reuse._index
+        if shared is not None and shared.name == self.index_path.name and (shared.size, shared.crc) == \
+                (self.index_size, self.index_crc) and (shared.verified or not verify) and shared.acquire():
+            return shared, True
+        where = f"{self.path}: its index part {self.index_path.name}"
+        try:
+            part = IndexPart.open(self.index_path, verify=verify)
+        except FileNotFoundError:
+            raise IndexPartError(self.index_path, f"{where} is missing (removed after newer cuts, or never "
+                                                  "written)") from None
+        except (OSError, CutFileError) as e:
+            raise IndexPartError(self.index_path, f"{where} cannot be used: {e}") from e
+        if (part.digests, part.size, part.crc) != ((self.queue_digest, self.deps_digest, self.encoder),
+                                                    self.index_size, self.index_crc):
+            part.release()
+            raise IndexPartError(self.index_path, f"{where} is not the one the head was written with (the head "
+                                                  f"says {self.index_size} bytes, CRC-32 {self.index_crc:#010x}; the "
+                                                  f"part has {part.size}, {part.crc:#010x})")
+        return part, False
 
     @classmethod
-    def open(cls, path: Path, *, verify: bool = True) -> CutFile:
-        """Map `path` read-only. `verify` checks the CRC-32 of the whole file (a pass over it:
-        tens of milliseconds at 50 MiB); without it only the header and the section bounds are
-        checked, and a flipped byte inside a body would go unseen."""
-        if sys.byteorder != "little":
-            raise CutFileError(f"{path}: this reader casts the file's little-endian integers natively")
-        with path.open("rb") as f:
-            try:
-                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            except ValueError as e:  # an empty file cannot be mapped
-                raise CutFileError(f"{path}: truncated: {e}") from e
+    def open(cls, path: Path, *, verify: bool = True, reuse: CutFile | None = None) -> CutFile:
+        """Map the head at `path` and the index part it names. `verify` checks the CRC-32 of the
+        head, and of the index part unless it is `reuse`'s (already checked; a pass over a part
+        is tens of milliseconds at 50 MiB); without it only the headers and the section bounds
+        are checked, and a flipped byte inside a body would go unseen. `reuse`: the CutFile this
+        one follows (a serving store's served cut, a builder's last write), whose mapping of the
+        index part is shared when the head names the same one."""
+        mm, _ = _map_file(path)
         try:
-            return cls(path, mm, verify=verify)
+            return cls(path, mm, verify=verify, reuse=reuse)
         except BaseException:
-            try:
-                mm.close()
-            except BufferError:
-                pass  # the failed check's views are still alive (its traceback): unmapped with them
+            _close_map(mm)
             raise
 
+    def index_file_is(self, path: Path) -> bool:
+        """Whether `path` is the very file this cut's index part maps (same inode and size): a
+        writer need not write it again."""
+        index = self._index
+        if index is None:
+            return False
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino, st.st_size) == index.file_id
+
     def close(self) -> None:
-        """Drop the mapping (see the class's docstring for answers still held)."""
+        """Drop the head's mapping and this file's use of the index part (see the class's docstring)."""
         mm, self._mm = self._mm, None
         if mm is None:
             return
@@ -821,10 +1082,10 @@ class CutFile:
                 value.release()
         for view in self._sections.values():
             view.release()
-        try:
-            mm.close()
-        except BufferError:
-            pass  # an answer still holds the mapping: it goes with the last one
+        _close_map(mm)
+        index, self._index = self._index, None
+        if index is not None:
+            index.release()
 
     def __enter__(self) -> CutFile:
         return self
@@ -833,7 +1094,7 @@ class CutFile:
         self.close()
 
     def section(self, name: str) -> memoryview:
-        """A section's bytes (for a writer reusing them, and for tools)."""
+        """A section's bytes, of either part (for a writer reusing them, and for tools)."""
         return self._sections[name]
 
     # ---------------------------------------------------------------- answers

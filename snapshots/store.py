@@ -4,7 +4,8 @@ Loading happens on a background thread; a request only dereferences `SnapshotSto
 never waits on a load. A store either loads each cut from Delta itself (the cut builder's, the
 tools') or, given the host's cut file (`cut_file`: what the serving processes do), maps the file
 the host's builder writes (`snapshots.mapped`) and re-maps it when the builder renames a new one
-over it: no Delta and no Arrow on that path, and a lookup holds one mapping from start to end.
+over it (the head only, when the head names the index part the served cut maps already): no
+Delta and no Arrow on that path, and a lookup holds one cut's mappings from start to end.
 A missing or damaged file is the store's readiness problem (`not_ready` names it); such a store
 never loads the cut from Delta instead; when the file is missing, or the served cut is behind the
 job's newest, the builder's status file beside it (`freshness.BuilderStatus`) tells whether the
@@ -29,7 +30,7 @@ from routeinfo.snapshot import Snapshot
 from schemas.metrics import SnapshotMetrics
 from schemas.progress import PROGRESS_FILE, read_job_start, read_progress
 from snapshots import freshness
-from snapshots.cutfile import CutFile, CutFileError
+from snapshots.cutfile import CutFile, CutFileError, IndexPartError
 from snapshots.history import History
 from snapshots.mapped import FileMark, file_mark, mapped_snapshot
 from snapshots.reader import LockedReader, SnapshotReader
@@ -109,6 +110,7 @@ class SnapshotStore:
         self.cut_file = cut_file
         self.cut_problem: str | None = None  # why the cut file cannot be served (None: it can, or no file is used)
         self._cut_mark: FileMark | None = None  # the file last mapped (or refused)
+        self._refused_index: tuple[Path, FileMark | None] | None = None  # the index part that head was refused for
         self.builder_status: freshness.BuilderStatus | None = None  # the builder's status file, as last read
         self._status_mark: FileMark | None = None
         self._builder_trouble: str | None = None  # `freshness.builder_behind` at the last refresh
@@ -274,24 +276,32 @@ class SnapshotStore:
         return f"no cut file at {path}: " + (trouble or f"the host's cut builder (pid {status.pid}) has not written it yet")
 
     def _map(self, path: Path) -> bool:
+        """Map the head at `path` when it is new, sharing the served cut's index part when the head
+        names the same one (only the head is then read and checked). A head that cannot be served
+        is tried again when it changes, or, when its index part was the trouble (missing: removed
+        after newer cuts; damaged), when that part changes."""
         mark = file_mark(path)
         if mark is None:
             self._cut_mark = None
             self.cut_problem = self._missing_file(path)
             return False
-        if mark == self._cut_mark:
+        refused = self._refused_index
+        if mark == self._cut_mark and (refused is None or file_mark(refused[0]) == refused[1]):
             if self.cut_problem is not None:
                 self.last_error = self.cut_problem
             return False
-        self._cut_mark = mark
+        self._cut_mark, self._refused_index = mark, None
+        served = self.current.cut
         try:
-            snap = mapped_snapshot(CutFile.open(path))
+            snap = mapped_snapshot(CutFile.open(path, reuse=served if isinstance(served, CutFile) else None))
         except (OSError, CutFileError, ValueError, KeyError, TypeError) as exc:
+            if isinstance(exc, IndexPartError):
+                self._refused_index = (exc.index_path, file_mark(exc.index_path))
             self.cut_problem = self.last_error = f"the cut file {path} cannot be served: {type(exc).__name__}: {exc}"
             log.error("%s; still serving cut %s", self.cut_problem, self.current.snapshot_id)
             return False
         self.cut_problem = None
-        self.current = snap  # atomic reference swap; the old mapping goes with its last answer
+        self.current = snap  # atomic reference swap; the old mappings go with their last answer
         return True
 
     def _announced_cut(self) -> dict[str, Any] | None:

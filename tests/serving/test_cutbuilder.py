@@ -73,6 +73,7 @@ def test_the_builder_process_writes_the_newest_cut_and_replaces_it_when_the_job_
         with CutFile.open(path) as f:
             assert f.route_body("CbTopic") is None and bytes(f.route_body("CbBase")) == \
                 route_reads.route_body(second, "CbBase")
+            assert f.index_path.exists() and 1 <= len(list(path.parent.glob("index-*.idx"))) <= 2
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0, out
@@ -106,7 +107,7 @@ def test_a_restarted_builder_keeps_a_file_that_holds_the_newest_cut_and_writes_t
     assert _file(path) == (ino, held) and again.builder.last is None  # not written again
 
 
-def test_a_restarted_builder_rewrites_a_damaged_file_of_the_newest_cut(tmp_path):
+def test_a_restarted_builder_rewrites_a_damaged_head_or_index_part_of_the_newest_cut(tmp_path):
     cfg = load_config({"NAMESRV_DATA_DIR": str(tmp_path)})
     d = SinkDriver(tmp_path / "delta")
     d.run_batch([reg("cb-d", 0, "127.0.0.1:36913", tps=topics("CbDamaged"))], int(time.time() * 1000))
@@ -121,3 +122,14 @@ def test_a_restarted_builder_rewrites_a_damaged_file_of_the_newest_cut(tmp_path)
     assert again is not None
     again.stop(5)
     assert again.builder.last is not None and _file(path)[1] == _newest(tmp_path).snapshot_id
+
+    with CutFile.open(path) as f:  # the head sound, its index part damaged: written again too
+        index = f.index_path
+    part = bytearray(index.read_bytes())
+    part[-1] ^= 0xFF
+    index.write_bytes(bytes(part))
+    third = cutbuilder.InProcessBuilder.start(cfg)
+    assert third is not None
+    third.stop(5)
+    assert third.builder.last is not None and third.builder.last.index_written
+    assert _file(path)[1] == _newest(tmp_path).snapshot_id and index.read_bytes() != bytes(part)

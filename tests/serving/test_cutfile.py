@@ -1,6 +1,6 @@
 """The shared cut file (snapshots/cutfile.py): its answers are `route_reads`' byte for byte, an
-incremental write is byte-identical to a from-scratch one, a damaged file is refused, and a
-reader keeps its cut while a newer file is renamed over it."""
+incremental write is byte-identical to a from-scratch one (its head and its index part), a damaged
+head or index part is refused, and a reader keeps its cut while a newer file is renamed over it."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from schemas import events as ev
 from schemas import fields
 from schemas import tables as t
 from snapshots import cutfile
-from snapshots.cutfile import HEADER, CutFile, CutFileError, write_cut
+from snapshots.cutfile import HEADER, INDEX_HEADER, CutFile, CutFileError, IndexPartError, write_cut
 from tests.helpers import cut, reg, topics
 from tests.model import ops
 from tests.model.pure_system import PureSystem
@@ -131,12 +131,23 @@ def assert_same_rest(rebuilt: Snapshot, snap: Snapshot) -> None:
     assert len(rebuilt.topics) == 0
 
 
+def index_of(head: Path) -> Path:
+    """The index part the head at `head` names."""
+    name = cutfile.index_part_named_by(head)
+    assert name is not None
+    return head.parent / name
+
+
 def write_both(snap: Snapshot, directory: Path, previous: Path | None) -> tuple[Path, cutfile.CutFileStats]:
-    """The cut written incrementally against `previous` and from scratch: the same bytes."""
-    scratch, incremental = directory / "scratch.cut", directory / "cut"
+    """The cut written incrementally against `previous` and from scratch (in a directory of its
+    own, so that nothing of the incremental write is at hand): the same bytes, in both parts."""
+    (directory / "scratch").mkdir(exist_ok=True)
+    scratch, incremental = directory / "scratch" / "cut", directory / "cut"
     write_cut(snap, scratch)
     stats = write_cut(snap, incremental, previous)
     assert incremental.read_bytes() == scratch.read_bytes()
+    assert index_of(incremental).name == index_of(scratch).name == stats.index_path.name
+    assert index_of(incremental).read_bytes() == index_of(scratch).read_bytes()
     return incremental, stats
 
 
@@ -149,7 +160,8 @@ def test_every_answer_of_a_fleet_is_route_reads(tmp_path: Path) -> None:
     assert_answers(snap, tmp_path / "cut", extra=[*ABSENT, "Shared-99", "T-1-6"])
     assert stats.topics == len(snap.topics) and stats.encoded == stats.kinds
     assert stats.bodies < stats.topics  # alike topics share a body
-    assert stats.file_bytes == (tmp_path / "cut").stat().st_size
+    assert stats.file_bytes == (tmp_path / "cut").stat().st_size and stats.index_written
+    assert stats.index_bytes == stats.index_path.stat().st_size and stats.index_path.parent == tmp_path
 
 
 def test_the_file_holds_the_route_before_the_zone_filter_with_acting_master_and_order_config(tmp_path: Path) -> None:
@@ -316,6 +328,8 @@ def test_incremental_writes_reuse_what_did_not_change(tmp_path: Path) -> None:
         previous = path
     assert seen["liveness only"].reused == "index" and seen["liveness only"].encoded == 0
     assert seen["nothing"].reused == "index"
+    # each cut was written into a directory of its own: the part is written there from the previous mapping
+    assert all(stats.index_written for stats in seen.values())
     touched = seen["one group's queues"]
     assert touched.reused == "parts" and touched.reused_hashes == touched.topics
     assert 0 < touched.encoded < touched.kinds / 4  # broker-5's kinds only
@@ -340,12 +354,58 @@ def test_a_previous_file_that_cannot_be_used_is_not(tmp_path: Path) -> None:
 
 def test_a_previous_file_already_open_is_reused_and_left_open(tmp_path: Path) -> None:
     snap = fleet(groups=8)
-    write_cut(snap, tmp_path / "a")
+    first = write_cut(snap, tmp_path / "a")
+    before = first.index_path.stat()
     with CutFile.open(tmp_path / "a") as prev:
         stats = write_cut(snap, tmp_path / "b", prev)
-        assert stats.reused == "index"
+        assert stats.reused == "index" and not stats.index_written  # the part beside it is the one prev maps
         assert prev.route_body("T-1-0") is not None  # still mapped
     assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()
+    after = first.index_path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_a_liveness_only_cut_writes_only_the_head_and_a_reader_reads_only_the_head(tmp_path: Path) -> None:
+    """The route sections are the index part's; a cut that moved heartbeats writes a new head naming
+    the same part, and a reader given the cut it serves shares that cut's mapping of the part."""
+    tables = fleet_tables(groups=12)
+    path = tmp_path / "current.cut"
+    write_cut(with_tables(tables, snapshot_id=1), path)
+    index = index_of(path)
+    before = index.stat()
+    served = CutFile.open(path)
+    assert not served.index_reused
+    live = [dict(r, lastUpdateTimestamp=r["lastUpdateTimestamp"] + 1000) for r in tables["broker_live"]]
+    beating = with_tables(tables, snapshot_id=2, broker_live=live)
+    stats = write_cut(beating, path, served)
+    assert (stats.reused, stats.index_written, stats.index_path) == ("index", False, index)
+    after = index.stat()
+    assert (after.st_ino, after.st_mtime_ns, after.st_size) == (before.st_ino, before.st_mtime_ns, before.st_size)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["current.cut", index.name])
+    with CutFile.open(path, reuse=served) as new:
+        assert new.index_reused and new.snapshot_id == 2
+        assert new.rest_snapshot().live == beating.live != served.rest_snapshot().live
+        served.close()  # the cut it followed goes: the shared part stays mapped for the new one
+        for topic in beating.topics:
+            body = new.route_body(topic)
+            assert (None if body is None else bytes(body)) == route_reads.route_body(beating, topic), topic
+    assert_answers(beating, path)
+
+
+def test_a_reused_part_is_checked_when_it_was_not_verified_or_is_another(tmp_path: Path) -> None:
+    path = tmp_path / "current.cut"
+    tables = fleet_tables(groups=6)
+    write_cut(with_tables(tables, snapshot_id=1), path)
+    with CutFile.open(path, verify=False) as unverified:
+        with CutFile.open(path, reuse=unverified) as checked:  # a verified open maps and checks it itself
+            assert not checked.index_reused
+        with CutFile.open(path, verify=False, reuse=unverified) as trusting:
+            assert trusting.index_reused
+    with CutFile.open(path) as old:
+        moved = with_tables(tables, snapshot_id=2, topic_queue=tables["topic_queue"] + [queue_row("New", "broker-1")])
+        write_cut(moved, path, old)
+        with CutFile.open(path, reuse=old) as new:
+            assert not new.index_reused and "New" in new and "New" not in old
 
 
 # ---------------------------------------------------------------- damaged files
@@ -374,47 +434,112 @@ def test_a_longer_file_is_refused(tmp_path: Path) -> None:
         CutFile.open(path)
 
 
+def test_a_truncated_index_part_is_refused(tmp_path: Path) -> None:
+    path, _ = written(tmp_path)
+    index = index_of(path)
+    data = index.read_bytes()
+    for keep in (0, INDEX_HEADER.size - 1, len(data) // 2, len(data) - 1):
+        index.write_bytes(data[:keep])
+        for verify in (True, False):
+            with pytest.raises(IndexPartError, match=f"its index part {index.name} cannot be used: .*truncated") as e:
+                CutFile.open(path, verify=verify)
+            assert e.value.index_path == index
+
+
 def test_a_wrong_magic_or_version_is_refused(tmp_path: Path) -> None:
     path, data = written(tmp_path)
     path.write_bytes(b"NOTACUT!" + data[8:])
     with pytest.raises(CutFileError, match="not a cut file"):
         CutFile.open(path)
-    path.write_bytes(data[:8] + (cutfile.FORMAT_VERSION + 1).to_bytes(4, "little") + data[12:])
-    with pytest.raises(CutFileError, match="format version 2"):
+    version = cutfile.FORMAT_VERSION
+    path.write_bytes(data[:8] + (version + 1).to_bytes(4, "little") + data[12:])
+    with pytest.raises(CutFileError, match=f"format version {version + 1} .*this reader reads version {version}"):
+        CutFile.open(path)
+    version_1 = (1).to_bytes(4, "little") + (384).to_bytes(4, "little")  # the one-file format's version and header
+    path.write_bytes(data[:8] + version_1 + data[16:])
+    with pytest.raises(CutFileError, match=f"format version 1 \\(header 384 bytes\\); this reader reads version {version}"):
+        CutFile.open(path)
+    path.write_bytes(data)
+    index = index_of(path)
+    part = index.read_bytes()
+    index.write_bytes(part[:8] + (version + 1).to_bytes(4, "little") + part[12:])
+    with pytest.raises(IndexPartError, match=f"format version {version + 1}"):
+        CutFile.open(path)
+    index.write_bytes(data)  # a head where the part should be
+    with pytest.raises(IndexPartError, match="not a cut file's index part"):
         CutFile.open(path)
 
 
-def test_a_flipped_byte_anywhere_is_refused(tmp_path: Path) -> None:
-    """Every section, and the header's fields: a CRC mismatch (or the structure broken), never an answer."""
-    path, data = written(tmp_path)
-    layout = HEADER.unpack_from(data)[15:15 + 2 * len(cutfile.SECTIONS)]
-    sections = [off + length // 2 for off, length in zip(layout[::2], layout[1::2], strict=True)]
+def _section_middles(data: bytes, header: Any, names: tuple[str, ...], first: int) -> list[int]:
+    layout = header.unpack_from(data)[first:first + 2 * len(names)]
     assert all(layout[1::2])  # every section has bytes to damage
-    for at in [24, 32, 60, 100, *sections]:  # snapshot_id, commit_time, the counts, the digests; each section
-        damaged = bytearray(data)
-        damaged[at] ^= 0x20
-        path.write_bytes(bytes(damaged))
-        with pytest.raises(CutFileError):
-            CutFile.open(path)
+    return [off + length // 2 for off, length in zip(layout[::2], layout[1::2], strict=True)]
+
+
+def test_a_flipped_byte_anywhere_is_refused(tmp_path: Path) -> None:
+    """Every section of both parts, and the headers' fields: a CRC mismatch (or the structure
+    broken, or a part that is not the head's), never an answer."""
+    path, data = written(tmp_path)
+    index = index_of(path)
+    part = index.read_bytes()
+    # the head: snapshot_id, commit_time, the digests (so the part's name), index_size, index_crc; each section
+    head_at = [24, 32, 40, 60, 90, 88, 96, *_section_middles(data, HEADER, cutfile.HEAD_SECTIONS, 12)]
+    # the part: the counts, the digests; each section
+    index_at = [24, 48, 70, 100, *_section_middles(part, INDEX_HEADER, cutfile.INDEX_SECTIONS, 13)]
+    for target, original, places in ((path, data, head_at), (index, part, index_at)):
+        for at in places:
+            damaged = bytearray(original)
+            damaged[at] ^= 0x20
+            target.write_bytes(bytes(damaged))
+            with pytest.raises(CutFileError):
+                CutFile.open(path)
+        target.write_bytes(original)
 
 
 def test_a_count_that_does_not_fit_its_section_is_refused_even_unverified(tmp_path: Path) -> None:
-    path, data = written(tmp_path)
-    fields_ = list(HEADER.unpack_from(data))
-    fields_[6] += 1  # one topic more than the sections hold
-    path.write_bytes(HEADER.pack(*fields_) + data[HEADER.size:])
-    with pytest.raises(CutFileError, match="section hashes"):
+    path, _ = written(tmp_path)
+    index = index_of(path)
+    data = index.read_bytes()
+    fields_ = list(INDEX_HEADER.unpack_from(data))
+    fields_[4] += 1  # one topic more than the sections hold
+    index.write_bytes(INDEX_HEADER.pack(*fields_) + data[INDEX_HEADER.size:])
+    with pytest.raises(IndexPartError, match="section hashes"):
         CutFile.open(path, verify=False)
+
+
+def test_a_part_that_is_not_the_heads_is_refused_even_unverified(tmp_path: Path) -> None:
+    """A part under the head's name whose CRC is not the one the head was written with (another
+    write's, say): refused, never read as this cut's."""
+    path, _ = written(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    write_cut(fleet(groups=9), other / "cut")
+    index_of(path).write_bytes(index_of(other / "cut").read_bytes())  # sound, but another cut's
+    for verify in (True, False):
+        with pytest.raises(IndexPartError, match="is not the one the head was written with"):
+            CutFile.open(path, verify=verify)
+
+
+def test_a_missing_part_is_refused(tmp_path: Path) -> None:
+    path, _ = written(tmp_path)
+    index = index_of(path)
+    index.unlink()
+    with pytest.raises(IndexPartError, match=f"{path}: its index part {index.name} is missing") as e:
+        CutFile.open(path)
+    assert e.value.index_path == index
 
 
 def test_a_slot_naming_no_entry_is_refused_at_the_probe(tmp_path: Path) -> None:
     """Unverified, a damaged slot is found where it is read: a CutFileError, not an IndexError."""
-    path, data = written(tmp_path)
-    layout = HEADER.unpack_from(data)[15:15 + 2 * len(cutfile.SECTIONS)]
-    slots_at, slots_len = layout[2 * cutfile.SECTIONS.index("slots")], layout[2 * cutfile.SECTIONS.index("slots") + 1]
+    path, _ = written(tmp_path)
+    index = index_of(path)
+    data = index.read_bytes()
+    layout = INDEX_HEADER.unpack_from(data)[13:13 + 2 * len(cutfile.INDEX_SECTIONS)]
+    at = 2 * cutfile.INDEX_SECTIONS.index("slots")
+    slots_at, slots_len = layout[at], layout[at + 1]
     damaged = bytearray(data)
     damaged[slots_at:slots_at + slots_len] = (0xFFFFFFF0).to_bytes(4, "little") * (slots_len // 4)
-    path.write_bytes(bytes(damaged))
+    index.write_bytes(bytes(damaged))
     with CutFile.open(path, verify=False) as cf, pytest.raises(CutFileError, match="slot"):
         cf.route_body("T-1-0")
 
@@ -446,6 +571,10 @@ def test_a_reader_keeps_its_cut_while_a_new_file_is_renamed_over_it(tmp_path: Pa
 
 
 def test_the_crc_covers_the_header_and_every_section(tmp_path: Path) -> None:
-    _, data = written(tmp_path)
-    crc = int.from_bytes(data[HEADER.size - 4:HEADER.size], "little")
-    assert crc == zlib.crc32(data[HEADER.size:], zlib.crc32(data[:HEADER.size - 4]))
+    path, data = written(tmp_path)
+    part = index_of(path).read_bytes()
+    for header, bytes_ in ((HEADER, data), (INDEX_HEADER, part)):
+        crc = int.from_bytes(bytes_[header.size - 4:header.size], "little")
+        assert crc == zlib.crc32(bytes_[header.size:], zlib.crc32(bytes_[:header.size - 4]))
+    fields_ = HEADER.unpack_from(data)
+    assert (fields_[9], fields_[10]) == (len(part), int.from_bytes(part[INDEX_HEADER.size - 4:INDEX_HEADER.size], "little"))
