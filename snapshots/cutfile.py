@@ -705,8 +705,15 @@ def write_cut(snap: Snapshot, path: Path, previous: CutFile | Path | None = None
     encoder = encoder_digest()
     prev, opened, refused = _open_previous(previous, encoder)
     try:
-        q = _queues(snap.topics)
-        queue_digest, deps_digest = _queue_digest(q), _deps_digest(snap)
+        # the TopicIndex the previous file was written from (a builder's store hands a cut whose
+        # topic_queue did not change the same object): its digest, without hashing the table again
+        q: _Queues | None = None
+        if prev is not None and prev.topics_source is not None and prev.topics_source is snap.topics:
+            queue_digest = prev.queue_digest
+        else:
+            q = _queues(snap.topics)
+            queue_digest = _queue_digest(q)
+        deps_digest = _deps_digest(snap)
         index_path = path.parent / index_name(queue_digest, deps_digest, encoder)
         if prev is not None and prev.queue_digest == queue_digest and prev.deps_digest == deps_digest:
             sections: dict[str, Section] = {name: prev.section(name) for name in INDEX_SECTIONS}
@@ -715,7 +722,7 @@ def write_cut(snap: Snapshot, path: Path, previous: CutFile | Path | None = None
                       "reused_bodies": prev.kind_count, "reused_hashes": prev.topic_count}
             reused = "index"
         else:
-            sections, counts = _encode_index(snap, q, prev)
+            sections, counts = _encode_index(snap, _queues_of(snap, q), prev)
             reused = "parts" if counts["reused_bodies"] or counts["reused_hashes"] else "none"
         digests = (queue_digest, deps_digest, encoder)
         if reused == "index" and prev is not None and prev.index_file_is(index_path):
@@ -740,6 +747,10 @@ def write_cut(snap: Snapshot, path: Path, previous: CutFile | Path | None = None
         reused_hashes=counts["reused_hashes"], reused=reused, previous_refused=refused,
         seconds=time.perf_counter() - started, cpu_seconds=time.process_time() - cpu,
         section_bytes=section_bytes)
+
+
+def _queues_of(snap: Snapshot, q: _Queues | None) -> _Queues:
+    return _queues(snap.topics) if q is None else q
 
 
 def _write_index(path: Path, counts: Mapping[str, int], digests: tuple[bytes, bytes, bytes],
@@ -993,6 +1004,10 @@ class CutFile:
         self.path = path
         self._mm: mmap.mmap | None = mm
         self._index: IndexPart | None = None
+        # The TopicIndex the file was written from, when its writer says so (the builder, of the
+        # file it just wrote): a write against this file of a cut with that very object (immutable)
+        # takes the queue digest from here rather than hash topic_queue again.
+        self.topics_source: TopicIndex | None = None
         view = memoryview(mm)
         fields = _part_fields(path, view, HEADER, MAGIC)
         self.snapshot_id: int | None = None if fields[4] == NO_ID else fields[4]

@@ -365,6 +365,28 @@ def test_a_previous_file_already_open_is_reused_and_left_open(tmp_path: Path) ->
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
 
+def test_the_previous_files_topic_index_is_trusted_only_when_it_is_the_same_object(tmp_path: Path) -> None:
+    """A builder tells the file it wrote which TopicIndex it was written from (`topics_source`); a
+    cut holding that very object is not hashed again, any other is, and both writes are the ones
+    written from scratch."""
+    tables = fleet_tables(groups=8)
+    first = with_tables(tables, snapshot_id=1)
+    write_cut(first, tmp_path / "cut")
+    beat = build_snapshot(snapshot_row(2), {**tables, "topic_queue": first.topics,
+                                            "broker_live": [dict(r, lastUpdateTimestamp=9) for r in tables["broker_live"]]})
+    moved = with_tables(tables, snapshot_id=3, topic_queue=tables["topic_queue"] + [queue_row("Moved", "broker-2")])
+    for snap, expected in ((beat, "index"), (moved, "parts")):
+        directory = tmp_path / str(snap.snapshot_id)
+        directory.mkdir()
+        with CutFile.open(tmp_path / "cut") as prev:
+            prev.topics_source = first.topics
+            stats = write_cut(snap, directory / "cut", prev)
+        assert stats.reused == expected
+        write_cut(snap, directory / "scratch")
+        assert (directory / "cut").read_bytes() == (directory / "scratch").read_bytes()
+        assert_answers(snap, directory / "cut")
+
+
 def test_a_liveness_only_cut_writes_only_the_head_and_a_reader_reads_only_the_head(tmp_path: Path) -> None:
     """The route sections are the index part's; a cut that moved heartbeats writes a new head naming
     the same part, and a reader given the cut it serves shares that cut's mapping of the part."""
