@@ -204,7 +204,7 @@ class CutBuilder:
             stats = self._write_cut(snap, self.path, previous)
             # ours: the next write's `previous`, sharing the last one's index part when the routes did not change
             written = CutFile.open(self.path, verify=False, reuse=self._written)
-            written.topics_source = snap.topics  # a next cut with this same TopicIndex is not hashed again
+            written.written_from = snap  # what the next cut has the same as this one is not hashed or encoded again
         except Exception as exc:  # kept serving the old file; tried again after the next refresh
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.error("writing the cut file of snapshot %s failed: %s", snap.snapshot_id, self.last_error)

@@ -40,17 +40,22 @@ size and CRC-32, and:
   cluster_addr, which no digest of the index part covers, and at about 100 bytes a broker it is a
   small share of a head that the live table's rows make several MiB anyway.
 * The rest of the cut as JSON, from which `CutFile.rest_snapshot` builds the Snapshot minus its
-  topic_queue with `routeinfo.snapshot.build_snapshot` (no Delta, no Arrow): `{"snapshot": row,
-  "tables": {table: rows}}`, `row` the `snapshots` columns a Snapshot keeps (snapshotId,
-  commitTime, the `<table>_version` columns, sourceOffsets) or null for a cut with no row, and
-  the rows of broker_addr, cluster_addr, broker_live, filter_server, kv_config and
-  namesrv_config as the Snapshot holds them. A Snapshot does not keep everything its Delta rows
-  had, so neither does the file: filter_server rows carry no `brokerName`, namesrv_config holds
-  every runtime switch (defaults included, scope "namesrv"), and the `snapshots` row has no
-  batchId or eventCount.
-  Beside them, `"orphanQueues"`: the QueueDatas of the topics without a route body, the one
-  thing about a topic its body cannot tell (a body's `queueDatas` are the topic's whole), so a
-  reader has every topic's QueueDatas from the files (`snapshots.mapped.FileTopics`).
+  topic_queue with `routeinfo.snapshot.build_snapshot` (no Delta, no Arrow), in two sections:
+  `tables`, what a heartbeat does not move, `{"tables": {table: rows}, "orphanQueues": ...}`
+  with the rows of broker_addr, cluster_addr, filter_server, kv_config and namesrv_config as the
+  Snapshot holds them, its BLAKE2b-128 in the header (`tables_digest`); and `live`,
+  `{"snapshot": row, "broker_live": rows}`, `row` the `snapshots` columns a Snapshot keeps
+  (snapshotId, commitTime, the `<table>_version` columns, sourceOffsets) or null for a cut with
+  no row. A Snapshot does not keep everything its Delta rows had, so neither does the file:
+  filter_server rows carry no `brokerName`, namesrv_config holds every runtime switch (defaults
+  included, scope "namesrv"), and the `snapshots` row has no batchId or eventCount.
+  `"orphanQueues"`: the QueueDatas of the topics without a route body, the one thing about a
+  topic its body cannot tell (a body's `queueDatas` are the topic's whole), so a reader has every
+  topic's QueueDatas from the files (`snapshots.mapped.FileTopics`).
+  A reader whose served cut has the same `tables_digest` parses only `live` (a heartbeat's cut:
+  `snapshots.mapped.mapped_snapshot`), and a builder that knows the cut it wrote last
+  (`CutFile.written_from`) copies `tables` and the cluster info from that file when the cut's
+  brokers, clusters, filter servers, KV and switches are those of that cut.
 
 Layout (version 2): little-endian, fixed widths, every section 8-byte aligned
 ----------------------------------------------------------------------------
@@ -58,7 +63,7 @@ Both parts are a header, then sections at the (offset, length)s the header lists
 the part's start; each header ends with a CRC-32 (zlib's) of the header's bytes before it, then of
 every byte after the header to the end of the part (padding included).
 
-The head, `HEADER`, 144 bytes (struct format `<8sIIQqq16s16s16sQII` + 2 × `QQ` + `II`):
+The head, `HEADER`, 176 bytes (struct format `<8sIIQqq16s16s16s16sQII` + 3 × `QQ` + `II`):
 
     magic        8 bytes  b"RMQNSCUT"
     version      u32      FORMAT_VERSION (2); a reader refuses any other
@@ -70,16 +75,18 @@ The head, `HEADER`, 144 bytes (struct format `<8sIIQqq16s16s16sQII` + 2 × `QQ` 
     deps_digest  16 bytes BLAKE2b-128 of everything else a route body reads (brokers, filter
                           servers, the two switches, the order-topic configs)
     encoder      16 bytes BLAKE2b-128 of the code that encoded the bodies (`encoder_digest`)
+    tables_digest 16 bytes BLAKE2b-128 of the `tables` section
     index_size   u64      the index part's length
     index_crc    u32      the index part's CRC-32 (its header's last field): the part the head
                           was written with, so a reader can tell that a part it maps is that one
     reserved     u32      0
-    sections     2 × (offset u64, length u64): cluster_info, rest
+    sections     3 × (offset u64, length u64): cluster_info, tables, live
     reserved     u32      0
     crc32        u32      the head's CRC-32
 
     cluster_info    bytes     the ClusterInfo body
-    rest            bytes     the rest of the cut, JSON (UTF-8)
+    tables          bytes     the rest of the cut but the live table, JSON (UTF-8)
+    live            bytes     the snapshots row and the live table, JSON (UTF-8)
 
 The index part, `INDEX_HEADER`, 336 bytes (`<8sIIQQQQQQQ16s16s16s` + 13 × `QQ` + `II`):
 
@@ -203,9 +210,9 @@ NO_ID = -1  # snapshot_id / commit_time of a cut without a snapshots row
 # the index part's sections: everything keyed by the queue, deps and encoder digests
 INDEX_SECTIONS = ("hashes", "body_of", "name_off", "names", "slots", "body_off", "bodies", "kind_keys", "kind_body",
                   "group_name_off", "group_names", "group_off", "group_topics")
-HEAD_SECTIONS = ("cluster_info", "rest")
+HEAD_SECTIONS = ("cluster_info", "tables", "live")
 SECTIONS = INDEX_SECTIONS + HEAD_SECTIONS
-HEADER = struct.Struct("<8sIIQqq16s16s16sQII" + "QQ" * len(HEAD_SECTIONS) + "II")
+HEADER = struct.Struct("<8sIIQqq16s16s16s16sQII" + "QQ" * len(HEAD_SECTIONS) + "II")
 INDEX_HEADER = struct.Struct("<8sIIQQQQQQQ16s16s16s" + "QQ" * len(INDEX_SECTIONS) + "II")
 DIGEST_BYTES = 16
 INDEX_PREFIX, INDEX_SUFFIX = "index-", ".idx"
@@ -505,28 +512,59 @@ def _index_of(q: _Queues, topics: list[int]) -> TopicIndex:
 
 def rest_of(snap: Snapshot) -> dict[str, Any]:
     """The cut but its topic_queue, as rows `build_snapshot` turns back into the same Snapshot."""
-    row: dict[str, Any] | None = None
-    if snap.snapshot_id is not None:
-        row = {"snapshotId": snap.snapshot_id, "commitTime": snap.commit_time,
-               **{f"{name}_version": v for name, v in sorted(snap.versions.items())},
-               "sourceOffsets": json.dumps(snap.source_offsets, sort_keys=True)}
+    tables = stable_tables(snap)
+    tables[t.BROKER_LIVE.name] = snap.live
+    return {"snapshot": snapshot_row(snap), "tables": tables}
+
+
+def snapshot_row(snap: Snapshot) -> dict[str, Any] | None:
+    """The cut's `snapshots` row as a Snapshot keeps it (None: the empty cut has none)."""
+    if snap.snapshot_id is None:
+        return None
+    return {"snapshotId": snap.snapshot_id, "commitTime": snap.commit_time,
+            **{f"{name}_version": v for name, v in sorted(snap.versions.items())},
+            "sourceOffsets": json.dumps(snap.source_offsets, sort_keys=True)}
+
+
+def stable_tables(snap: Snapshot) -> dict[str, Any]:
+    """The rows of the tables but topic_queue and broker_live: what a heartbeat does not move."""
     broker_addr = [{"brokerName": name, "cluster": bd["cluster"], "brokerId": int(bid), "brokerAddr": addr,
                     "zoneName": bd.get("zoneName"), "enableActingMaster": bd["enableActingMaster"]}
                    for name, bd in snap.brokers.items() for bid, addr in bd["brokerAddrs"].items()]
     kv: list[dict[str, str | None]] = [
         {"namespace": ns, "key": k, "value": v} for ns, table in snap.kv.items() for k, v in table.items()]
     kv += [{"namespace": ns, "key": None, "value": None} for ns, table in snap.kv.items() if not table]
-    tables = {
+    return {
         t.BROKER_ADDR.name: broker_addr,
         t.CLUSTER_ADDR.name: [{"clusterName": c, "brokerName": b} for c, names in snap.clusters.items() for b in names],
-        t.BROKER_LIVE.name: snap.live,
         t.FILTER_SERVER.name: [{"clusterName": c, "brokerAddr": a, "filterServer": s}
                                for (c, a), s in sorted(snap.filters.items())],
         t.KV_CONFIG.name: kv,
         t.NAMESRV_CONFIG.name: [{"scope": "namesrv", "key": k, "value": "true" if v else "false"}
                                 for k, v in sorted(snap.switches.items())],
     }
-    return {"snapshot": row, "tables": tables}
+
+
+def _stable_inputs(snap: Snapshot) -> tuple[Any, ...]:
+    """What `tables`, the cluster info and the deps digest are functions of, but topic_queue."""
+    return snap.brokers, snap.clusters, snap.filters, snap.kv, snap.switches
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _head_sections(snap: Snapshot, index: Mapping[str, Section],
+                   stable_from: CutFile | None) -> tuple[dict[str, Section], bytes]:
+    """The head's sections and its tables digest; `stable_from`: a file whose `tables` and cluster
+    info are this cut's (the caller knows its inputs were the same), copied rather than encoded."""
+    live = _json({"snapshot": snapshot_row(snap), t.BROKER_LIVE.name: snap.live})
+    if stable_from is not None:
+        return {"cluster_info": stable_from.section("cluster_info"), "tables": stable_from.section("tables"),
+                "live": live}, stable_from.tables_digest
+    tables = _json({"tables": stable_tables(snap), ORPHANS: _orphans(snap, index)})
+    digest = hashlib.blake2b(tables, digest_size=DIGEST_BYTES).digest()
+    return {"cluster_info": route_reads.cluster_info_body(snap), "tables": tables, "live": live}, digest
 
 
 def _orphans(snap: Snapshot, sections: Mapping[str, Section]) -> dict[str, list[dict[str, Any]]]:
@@ -557,6 +595,7 @@ class CutFileStats:
     index_path: Path
     index_bytes: int
     index_written: bool        # False: the directory held the index part already (the previous cut's)
+    tables_reused: bool        # the head's tables and cluster info copied from the previous file
     topics: int
     bodies: int
     kinds: int
@@ -699,21 +738,27 @@ def write_cut(snap: Snapshot, path: Path, previous: CutFile | Path | None = None
     the module's docstring says; one that cannot be opened or was encoded by other code is not
     used (`previous_refused` says why), never trusted in part. A path is opened verified (both
     parts' CRC-32 checked: their bytes may be copied into the new files); a CutFile passed open
-    is trusted as its caller opened it. Old index parts are left where they are: removing them is
-    the directory's owner's call (`prune_index_parts`)."""
+    is trusted as its caller opened it; when it says which cut it was written from
+    (`CutFile.written_from`), what this cut has the same as that one is not hashed or encoded
+    again. Old index parts are left where they are: removing them is the directory's owner's call
+    (`prune_index_parts`)."""
     started, cpu = time.perf_counter(), time.process_time()
     encoder = encoder_digest()
     prev, opened, refused = _open_previous(previous, encoder)
     try:
-        # the TopicIndex the previous file was written from (a builder's store hands a cut whose
-        # topic_queue did not change the same object): its digest, without hashing the table again
+        # The cut the previous file was written from, when its writer said (a builder's store hands
+        # a cut whose topic_queue did not change the same TopicIndex, an immutable object): the
+        # digests of what is the same are taken from that file, not computed again.
+        source = None if prev is None else prev.written_from
+        same_topics = prev is not None and source is not None and source.topics is snap.topics
+        same_stable = same_topics and source is not None and _stable_inputs(source) == _stable_inputs(snap)
         q: _Queues | None = None
-        if prev is not None and prev.topics_source is not None and prev.topics_source is snap.topics:
+        if prev is not None and same_topics:
             queue_digest = prev.queue_digest
         else:
             q = _queues(snap.topics)
             queue_digest = _queue_digest(q)
-        deps_digest = _deps_digest(snap)
+        deps_digest = prev.deps_digest if prev is not None and same_stable else _deps_digest(snap)
         index_path = path.parent / index_name(queue_digest, deps_digest, encoder)
         if prev is not None and prev.queue_digest == queue_digest and prev.deps_digest == deps_digest:
             sections: dict[str, Section] = {name: prev.section(name) for name in INDEX_SECTIONS}
@@ -730,19 +775,17 @@ def write_cut(snap: Snapshot, path: Path, previous: CutFile | Path | None = None
         else:
             index_size, index_crc = _write_index(index_path, counts, digests, sections)
             index_written = True
-        rest = json.dumps({**rest_of(snap), ORPHANS: _orphans(snap, sections)}, sort_keys=True,
-                          separators=(",", ":"), ensure_ascii=False).encode()
-        head: dict[str, Section] = {"cluster_info": route_reads.cluster_info_body(snap), "rest": rest}
+        head, tables_digest = _head_sections(snap, sections, prev if same_stable else None)
         ids = (NO_ID if snap.snapshot_id is None else snap.snapshot_id, NO_ID if snap.commit_time is None else snap.commit_time)
         size, _ = _write_part(path, HEADER, HEAD_SECTIONS, head, lambda layout, size: (
-            MAGIC, FORMAT_VERSION, HEADER.size, size, *ids, *digests, index_size, index_crc, 0, *layout))
+            MAGIC, FORMAT_VERSION, HEADER.size, size, *ids, *digests, tables_digest, index_size, index_crc, 0, *layout))
         section_bytes = {name: len(sections[name]) for name in INDEX_SECTIONS} | {k: len(v) for k, v in head.items()}
     finally:
         if opened and prev is not None:
             prev.close()
     return CutFileStats(
         path=path, file_bytes=size, index_path=index_path, index_bytes=index_size, index_written=index_written,
-        topics=counts["topics"], bodies=counts["bodies"], kinds=counts["kinds"],
+        tables_reused=same_stable, topics=counts["topics"], bodies=counts["bodies"], kinds=counts["kinds"],
         groups=counts["groups"], encoded=counts["encoded"], reused_bodies=counts["reused_bodies"],
         reused_hashes=counts["reused_hashes"], reused=reused, previous_refused=refused,
         seconds=time.perf_counter() - started, cpu_seconds=time.process_time() - cpu,
@@ -1004,17 +1047,18 @@ class CutFile:
         self.path = path
         self._mm: mmap.mmap | None = mm
         self._index: IndexPart | None = None
-        # The TopicIndex the file was written from, when its writer says so (the builder, of the
-        # file it just wrote): a write against this file of a cut with that very object (immutable)
-        # takes the queue digest from here rather than hash topic_queue again.
-        self.topics_source: TopicIndex | None = None
+        # The cut the file was written from, when its writer says so (the builder, of the file it
+        # just wrote): a write against this file of a cut holding the very same TopicIndex (an
+        # immutable object) takes the queue digest from here rather than hash topic_queue again,
+        # and, when the cut's other tables but broker_live are equal too, this head's tables.
+        self.written_from: Snapshot | None = None
         view = memoryview(mm)
         fields = _part_fields(path, view, HEADER, MAGIC)
         self.snapshot_id: int | None = None if fields[4] == NO_ID else fields[4]
         self.commit_time: int | None = None if fields[5] == NO_ID else fields[5]
-        self.queue_digest, self.deps_digest, self.encoder = fields[6:9]
-        self.index_size, self.index_crc = fields[9:11]
-        head = _slice_sections(path, view, HEADER.size, HEAD_SECTIONS, fields[12:12 + 2 * len(HEAD_SECTIONS)], {})
+        self.queue_digest, self.deps_digest, self.encoder, self.tables_digest = fields[6:10]
+        self.index_size, self.index_crc = fields[10:12]
+        head = _slice_sections(path, view, HEADER.size, HEAD_SECTIONS, fields[13:13 + 2 * len(HEAD_SECTIONS)], {})
         if verify:
             _check_crc(path, view, HEADER.size, fields[-1])
         self.index_path = path.parent / index_name(self.queue_digest, self.deps_digest, self.encoder)
@@ -1073,6 +1117,10 @@ class CutFile:
         except BaseException:
             _close_map(mm)
             raise
+
+    def shares_index_with(self, other: CutFile) -> bool:
+        """Whether both map the index part through one mapping (one was opened reusing the other's)."""
+        return self._index is not None and self._index is other._index
 
     def index_file_is(self, path: Path) -> bool:
         """Whether `path` is the very file this cut's index part maps (same inode and size): a
@@ -1200,13 +1248,26 @@ class CutFile:
         return {bytes(keys[DIGEST_BYTES * k:DIGEST_BYTES * (k + 1)]): self._body(kind_body[k])
                 for k in range(self.kind_count)}
 
-    def rest(self) -> dict[str, Any]:
-        """The rest of the cut's rows, as `rest_of` wrote them."""
+    def _parsed(self, section: str) -> dict[str, Any]:
         try:
-            found: dict[str, Any] = json.loads(bytes(self._sections["rest"]))
+            found: dict[str, Any] = json.loads(bytes(self._sections[section]))
         except ValueError as e:
-            raise CutFileError(f"{self.path}: corrupted: the rest of the cut is not JSON ({e})") from e
+            raise CutFileError(f"{self.path}: corrupted: its {section} section is not JSON ({e})") from e
         return found
+
+    def rest_tables(self) -> dict[str, Any]:
+        """`{"tables": {table: rows}, "orphanQueues": ...}`: the head's `tables` section."""
+        return self._parsed("tables")
+
+    def rest_live(self) -> dict[str, Any]:
+        """`{"snapshot": row, "broker_live": rows}`: the head's `live` section."""
+        return self._parsed("live")
+
+    def rest(self) -> dict[str, Any]:
+        """The rest of the cut's rows, as `rest_of` makes them, and the orphans' QueueDatas."""
+        stable, live = self.rest_tables(), self.rest_live()
+        return {"snapshot": live["snapshot"], "tables": {**stable["tables"], t.BROKER_LIVE.name: live[t.BROKER_LIVE.name]},
+                ORPHANS: stable[ORPHANS]}
 
     def rest_snapshot(self) -> Snapshot:
         """The cut as a Snapshot with an empty topic_queue (its topics are this file's)."""

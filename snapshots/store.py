@@ -293,7 +293,7 @@ class SnapshotStore:
         self._cut_mark, self._refused_index = mark, None
         served = self.current.cut
         try:
-            snap = mapped_snapshot(CutFile.open(path, reuse=served if isinstance(served, CutFile) else None))
+            snap = mapped_snapshot(CutFile.open(path, reuse=served if isinstance(served, CutFile) else None), self.current)
         except (OSError, CutFileError, ValueError, KeyError, TypeError) as exc:
             if isinstance(exc, IndexPartError):
                 self._refused_index = (exc.index_path, file_mark(exc.index_path))

@@ -4,6 +4,7 @@ head or index part is refused, and a reader keeps its cut while a newer file is 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import zlib
@@ -365,23 +366,29 @@ def test_a_previous_file_already_open_is_reused_and_left_open(tmp_path: Path) ->
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
 
-def test_the_previous_files_topic_index_is_trusted_only_when_it_is_the_same_object(tmp_path: Path) -> None:
-    """A builder tells the file it wrote which TopicIndex it was written from (`topics_source`); a
-    cut holding that very object is not hashed again, any other is, and both writes are the ones
-    written from scratch."""
+def test_what_the_previous_cut_had_the_same_is_taken_only_when_it_is(tmp_path: Path) -> None:
+    """A builder tells the file it wrote which cut it was written from (`written_from`): a cut
+    holding that very TopicIndex is not hashed again, and its head's tables are copied when its
+    other tables but the live one are equal too; any other cut is written in full. Every write is
+    the one written from scratch."""
     tables = fleet_tables(groups=8)
     first = with_tables(tables, snapshot_id=1)
     write_cut(first, tmp_path / "cut")
-    beat = build_snapshot(snapshot_row(2), {**tables, "topic_queue": first.topics,
-                                            "broker_live": [dict(r, lastUpdateTimestamp=9) for r in tables["broker_live"]]})
+    live = [dict(r, lastUpdateTimestamp=9) for r in tables["broker_live"]]
+    beat = build_snapshot(snapshot_row(2), {**tables, "topic_queue": first.topics, "broker_live": live})
     moved = with_tables(tables, snapshot_id=3, topic_queue=tables["topic_queue"] + [queue_row("Moved", "broker-2")])
-    for snap, expected in ((beat, "index"), (moved, "parts")):
+    addr = [dict(r, brokerAddr="10.7.7.7:1") if r["brokerName"] == "broker-3" else r for r in tables["broker_addr"]]
+    readdressed = build_snapshot(snapshot_row(4), {**tables, "topic_queue": first.topics, "broker_addr": addr})
+    kv = tables["kv_config"] + [{"namespace": "ns", "key": "k2", "value": "v2"}]
+    configured = build_snapshot(snapshot_row(5), {**tables, "topic_queue": first.topics, "kv_config": kv})
+    for snap, reused, tables_reused in ((beat, "index", True), (moved, "parts", False), (readdressed, "parts", False),
+                                        (configured, "index", False)):
         directory = tmp_path / str(snap.snapshot_id)
         directory.mkdir()
         with CutFile.open(tmp_path / "cut") as prev:
-            prev.topics_source = first.topics
+            prev.written_from = first
             stats = write_cut(snap, directory / "cut", prev)
-        assert stats.reused == expected
+        assert (stats.reused, stats.tables_reused) == (reused, tables_reused), snap.snapshot_id
         write_cut(snap, directory / "scratch")
         assert (directory / "cut").read_bytes() == (directory / "scratch").read_bytes()
         assert_answers(snap, directory / "cut")
@@ -504,8 +511,9 @@ def test_a_flipped_byte_anywhere_is_refused(tmp_path: Path) -> None:
     path, data = written(tmp_path)
     index = index_of(path)
     part = index.read_bytes()
-    # the head: snapshot_id, commit_time, the digests (so the part's name), index_size, index_crc; each section
-    head_at = [24, 32, 40, 60, 90, 88, 96, *_section_middles(data, HEADER, cutfile.HEAD_SECTIONS, 12)]
+    # the head: snapshot_id, commit_time, the digests (so the part's name), tables_digest, index_size,
+    # index_crc; each section
+    head_at = [24, 32, 40, 60, 80, 90, 106, 112, *_section_middles(data, HEADER, cutfile.HEAD_SECTIONS, 13)]
     # the part: the counts, the digests; each section
     index_at = [24, 48, 70, 100, *_section_middles(part, INDEX_HEADER, cutfile.INDEX_SECTIONS, 13)]
     for target, original, places in ((path, data, head_at), (index, part, index_at)):
@@ -599,4 +607,7 @@ def test_the_crc_covers_the_header_and_every_section(tmp_path: Path) -> None:
         crc = int.from_bytes(bytes_[header.size - 4:header.size], "little")
         assert crc == zlib.crc32(bytes_[header.size:], zlib.crc32(bytes_[:header.size - 4]))
     fields_ = HEADER.unpack_from(data)
-    assert (fields_[9], fields_[10]) == (len(part), int.from_bytes(part[INDEX_HEADER.size - 4:INDEX_HEADER.size], "little"))
+    assert (fields_[10], fields_[11]) == (len(part), int.from_bytes(part[INDEX_HEADER.size - 4:INDEX_HEADER.size], "little"))
+    layout = fields_[13:19]
+    tables = data[layout[2]:layout[2] + layout[3]]
+    assert fields_[9] == hashlib.blake2b(tables, digest_size=16).digest()  # tables_digest

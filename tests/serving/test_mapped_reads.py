@@ -1,9 +1,12 @@
 """Every read over a cut served from the shared file (snapshots/mapped.py) is the read over the
 cut loaded from Delta: routes (with and without the client's zone), the cluster info, the topic
-lists, a group's topics, the QueueDatas behind `snap.topics`, and the remoting replies' bodies."""
+lists, a group's topics, the QueueDatas behind `snap.topics`, and the remoting replies' bodies; and
+a cut mapped after the one served (`mapped_snapshot(cut, previous)`, its tables taken from the
+served cut when the head's are the same) is the cut mapped on its own."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +85,37 @@ def test_zones_acting_masters_orphans_and_flags_read_alike(tmp_path: Path) -> No
     off = with_tables(tables, snapshot_id=9, **{t.NAMESRV_CONFIG.name: switch_rows(enableTopicList=False,
                                                                                    enableAllTopicList=False)})
     assert_same_reads(off, tmp_path / "off")
+
+
+FIELDS = [f.name for f in dataclasses.fields(Snapshot) if f.name not in ("topics", "cut", "route_bodies", "cut_bodies",
+                                                                          "holders")]
+
+
+def test_a_cut_mapped_after_the_served_one_is_the_cut_mapped_alone(tmp_path: Path) -> None:
+    tables = fleet_tables(groups=6, per_group=3)
+    path = tmp_path / "current.cut"
+    first = with_tables(tables, snapshot_id=1)
+    write_cut(first, path)
+    served = mapped_snapshot(CutFile.open(path))
+    live = [dict(r, lastUpdateTimestamp=r["lastUpdateTimestamp"] + 7) for r in tables["broker_live"][1:]]
+    addr = [dict(r, brokerAddr="10.7.7.7:1") if r["brokerName"] == "broker-2" else r for r in tables["broker_addr"]]
+    kv = tables[t.KV_CONFIG.name] + [{"namespace": "ns", "key": "k2", "value": "v2"}]
+    for i, (changed, tables_same) in enumerate([
+            ({"broker_live": live}, True),  # a heartbeat's cut: the head's tables are the served cut's
+            ({"topic_queue": tables["topic_queue"] + [queue_row("Added", "broker-1")]}, True),  # routes only
+            ({"broker_addr": addr}, False), ({t.KV_CONFIG.name: kv}, False),
+            ({"topic_queue": tables["topic_queue"] + [queue_row("Orphan2", "gone")]}, False)], start=2):
+        snap = with_tables(tables, snapshot_id=i, **changed)
+        write_cut(snap, path, served.cut)
+        after = mapped_snapshot(CutFile.open(path, reuse=served.cut), served)
+        alone = mapped_snapshot(CutFile.open(path))
+        assert after.cut is not None and (after.cut.tables_digest == served.cut.tables_digest) == tables_same, i
+        assert (after.brokers is served.brokers) == tables_same, i  # taken as they were, or read again
+        for name in FIELDS:
+            assert getattr(after, name) == getattr(alone, name) == getattr(snap, name), (i, name)
+        assert dict(after.topics.items()) == dict(alone.topics.items()) == dict(snap.topics.items()), i
+        assert after.route_bodies == {} and after.cut_bodies == {}
+        assert route_reads.cluster_info_body(after) == route_reads.cluster_info_body(snap)
+        for group in {q["brokerName"] for queues in snap.topics.values() for q in queues}:
+            assert after.topics.topic_keys_of(group) == snap.topics.topic_keys_of(group), (i, group)
+        served = after
