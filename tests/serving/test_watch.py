@@ -21,13 +21,16 @@ import subprocess
 import sys
 import threading
 import time
+import types
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pyarrow as pa
 import pytest
 import requests
+from deltalake import DeltaTable, write_deltalake
 
 from admin.cli import sse_events
 from routeinfo.snapshot import Snapshot
@@ -37,10 +40,10 @@ from serving.__main__ import BACKLOG, SPARE_FILES, watch_bound
 from serving.watch import (
     KEEPALIVE,
     OPENING,
-    Change,
-    Replayed,
+    StoreHistory,
     WatchHub,
     WatchKey,
+    covered_marker,
     resume_point,
     same_answers,
     watch_key,
@@ -109,12 +112,13 @@ class FakeStream:
 
     def __init__(self) -> None:
         self.status: int | None = None
+        self.code: str | None = None
         self.headers: dict[str, str] = {}
         self.written: list[bytes] = []
         self.gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def refuse(self, status, code, remark, headers=()):
-        self.status, self.headers = status, dict(headers)
+        self.status, self.code, self.headers = status, code, dict(headers)
 
     def open(self):
         self.status = 200
@@ -128,6 +132,64 @@ class FakeStream:
         parsed = sse_events(line.decode() for line in b"".join(self.written).split(b"\n"))
         return [(int(e["id"]), (lambda d: d.get("route", d.get("cluster")))(json.loads(e["data"]))) for e in parsed]
 
+    def last_id(self) -> int | None:
+        """The client's last event id as the HTML standard keeps it: the last `id:` field read,
+        an id without data (no event) included."""
+        ids = [line for line in b"".join(self.written).split(b"\n") if line.startswith(b"id: ")]
+        return int(ids[-1][4:]) if ids else None
+
+
+class FakeStore:
+    """What the hub reads of the snapshot store outside a resume: the staleness header's figure."""
+
+    def __init__(self, current: Snapshot | None = None) -> None:
+        self.current = current
+
+    def staleness_ms(self) -> int:
+        return 7
+
+
+class FakeHistory:
+    """The history a resume reads (`serving.watch.HistoryReads`) over cuts kept by id: the rows
+    with each cut's table versions, as the `snapshots` table holds them; counting what is read.
+    `release`: every read waits for it (a replay racing the served cuts)."""
+
+    def __init__(self, cuts: dict[int, Snapshot], release: threading.Event | None = None) -> None:
+        self.cuts, self.release = cuts, release
+        self.row_reads: list[tuple[int, int]] = []
+        self.cut_loads: list[int] = []
+        self.gone: set[int] = set()  # cuts whose rows stay but which can no longer be loaded (retention, vacuum)
+
+    def rows(self, first: int, last: int, limit: int) -> list[dict[str, Any]] | None:
+        if self.release is not None:
+            self.release.wait(10)
+        self.row_reads.append((first, last))
+        ids = sorted(i for i in self.cuts if first <= i <= last)
+        if len(ids) > limit:
+            return None
+        return [{"snapshotId": i, "commitTime": self.cuts[i].commit_time,
+                 **{t.version_column(x): self.cuts[i].versions[x.name] for x in t.CUT_TABLES}} for i in ids]
+
+    def cut(self, snapshot_id: int) -> Snapshot:
+        self.cut_loads.append(snapshot_id)
+        if snapshot_id not in self.cuts or snapshot_id in self.gone:
+            raise LookupError(f"snapshot {snapshot_id} is older than the history retention (48 h)")
+        return self.cuts[snapshot_id]
+
+
+def hub_of(history: dict[int, Snapshot] | FakeHistory | None = None, **kwargs: Any) -> WatchHub:
+    """A hub over a fake store and history (`history`: its cuts by id)."""
+    reads = history if isinstance(history, FakeHistory) else FakeHistory(history or {})
+    return WatchHub(FakeStore(), history=ThreadPoolExecutor(1), reads=reads,  # type: ignore[arg-type]
+                    **{"max_watchers": 10, **kwargs})
+
+
+async def wait_for(probe: Any, what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not probe():
+        assert time.monotonic() < deadline, f"no {what} within {timeout:.0f} s"
+        await asyncio.sleep(0.01)
+
 
 def addrs(route: dict[str, Any] | None) -> dict[str, str] | None:
     return None if route is None else {k: v for b in route["brokerDatas"] for k, v in b["brokerAddrs"].items()}
@@ -139,7 +201,7 @@ SLAVE = reg("wb", 1, "10.9.0.2:10911", tps=topics("WT", "Base"))
 
 def test_a_cut_reaches_exactly_the_watchers_whose_answer_it_changed():
     async def scenario() -> None:
-        hub = WatchHub(None, max_watchers=10, history=ThreadPoolExecutor(1))  # type: ignore[arg-type]
+        hub = hub_of()
         first = served_cut(1, MASTER)
         hub.served(first)
         route, cluster, absent, late = FakeStream(), FakeStream(), FakeStream(), FakeStream()
@@ -154,7 +216,7 @@ def test_a_cut_reaches_exactly_the_watchers_whose_answer_it_changed():
         tasks.append(asyncio.create_task(hub.serve(WatchKey("WT"), None, late)))
         await asyncio.sleep(0)
         hub.served(served_cut(4, MASTER, SLAVE, reg("wc", 0, "10.9.0.3:10911", tps=topics("NotYet", "Other"))))
-        hub.served(served_cut(3, MASTER))  # an older cut (a replica behind): ignored
+        hub.served(served_cut(4, MASTER))  # the same cut again (mapped anew): nothing
         assert [(i, addrs(r)) for i, r in route.events()] == [(1, {"0": "10.9.0.1:10911"}),
                                                                (3, {"0": "10.9.0.1:10911", "1": "10.9.0.2:10911"})]
         assert [i for i, _ in cluster.events()] == [1, 3, 4]
@@ -171,11 +233,12 @@ def test_a_cut_reaches_exactly_the_watchers_whose_answer_it_changed():
 
 
 def test_a_history_that_cannot_be_read_to_resume_from_is_a_503_with_retry_after():
-    def replayer(store, key, after, upto):
-        raise OSError("the store is unreachable")
+    class Unreachable(FakeHistory):
+        def rows(self, first, last, limit):
+            raise OSError("the store is unreachable")
 
     async def scenario() -> None:
-        hub = WatchHub(None, max_watchers=10, history=ThreadPoolExecutor(1), replayer=replayer)  # type: ignore[arg-type]
+        hub = hub_of(Unreachable({}))
         hub.served(served_cut(6, MASTER))
         stream = FakeStream()
         assert await hub.serve(WatchKey("WT"), 5, stream) == 503
@@ -188,51 +251,139 @@ def test_a_history_that_cannot_be_read_to_resume_from_is_a_503_with_retry_after(
 def test_a_resumed_watcher_gets_the_replay_then_the_cuts_served_meanwhile_without_a_gap_or_a_repeat():
     release = threading.Event()
     at = {i: served_cut(i, *evs) for i, evs in ((5, (MASTER,)), (6, (MASTER, SLAVE)), (7, (SLAVE,)))}
-
-    history = {**at, 9: served_cut(9, MASTER)}  # 9: served on another replica first
-
-    def replayer(store, key, after, upto):  # `serving.watch.replay` over `history`, once `release` is set
-        release.wait(10)
-        changes, before = [], key.answer(history[after])
-        for i in sorted(i for i in history if after < i <= upto):
-            if key.answer(history[i]) != before:
-                before = key.answer(history[i])
-                changes.append(Change(i, 1000 + i, before))
-        return Replayed(key.answer(history[after]), tuple(changes))
+    history = FakeHistory({**at, 8: served_cut(8, liveness_of=at[7]), 9: served_cut(9, MASTER)}, release)
 
     async def scenario() -> None:
-        hub = WatchHub(None, max_watchers=10, history=ThreadPoolExecutor(1), replayer=replayer)  # type: ignore[arg-type]
+        hub = hub_of(history)
         hub.served(at[6])
         stream = FakeStream()
         task = asyncio.create_task(hub.serve(WatchKey("WT"), 5, stream))
         await asyncio.sleep(0.05)
         hub.served(at[7])  # served while the replay reads the history: held back, written after it
-        hub.served(served_cut(8, liveness_of=at[7]))
+        hub.served(history.cuts[8])
         assert stream.status is None
         release.set()
-        while not stream.written[1:]:
-            await asyncio.sleep(0.01)
+        await wait_for(lambda: stream.written[1:], "replay")
         assert [(i, addrs(r)) for i, r in stream.events()] == [(6, {"0": "10.9.0.1:10911", "1": "10.9.0.2:10911"}),
                                                                 (7, {"1": "10.9.0.2:10911"})]
+        assert history.row_reads == [(5, 6)]  # the rows after the resume point only
         ahead = FakeStream()  # a client that saw cut 9 on another replica: nothing until this one passes it
         ahead_task = asyncio.create_task(hub.serve(WatchKey("WT"), 9, ahead))
-        waited = 0
-        while ahead.status is None and waited < 1000:  # its replay runs on the history thread; 10 s at most
-            await asyncio.sleep(0.01)
-            waited += 1
+        await wait_for(lambda: ahead.status is not None, "answer")  # its replay runs on the history thread
         assert ahead.status == 200
-        hub.served(history[9])
+        hub.served(history.cuts[9])
         hub.served(served_cut(10, liveness_of=at[7]))
-        assert [i for i, _ in ahead.events()] == [10]  # its answer as of cut 9 was the master's (the replayer's)
+        assert [i for i, _ in ahead.events()] == [10]  # its answer as of cut 9 was the master's (the history's)
         hub.close()
         await asyncio.gather(task, ahead_task)
 
     asyncio.run(scenario())
 
 
+def test_a_resume_reads_the_rows_after_its_id_once_and_each_changed_cut_once_for_every_watch_resuming_alike():
+    """Forty watchers of four answers resume from one cut: one read of the rows after it, each cut
+    that changed an answer table loaded once for all (a heartbeat's cut not at all); a watcher
+    resuming from the served cut, or after only heartbeats, reads no cut."""
+    release = threading.Event()
+    cuts = {1: served_cut(1, MASTER)}
+    cuts[2] = served_cut(2, liveness_of=cuts[1])
+    cuts[3] = served_cut(3, MASTER, SLAVE)
+    cuts[4] = served_cut(4, liveness_of=cuts[3])
+    cuts[5] = served_cut(5, SLAVE, reg("wc", 0, "10.9.0.3:10911", tps=topics("Other", "Extra")))
+    cuts[6] = served_cut(6, liveness_of=cuts[5])
+    history = FakeHistory(cuts, release)
+
+    async def scenario() -> None:
+        hub = hub_of(history, max_watchers=100)
+        hub.served(cuts[6])
+        keys = [WatchKey("WT"), WatchKey("Base"), WatchKey("Other"), WatchKey(None)]
+        streams = [(key, FakeStream()) for key in keys for _ in range(10)]
+        tasks = [asyncio.create_task(hub.serve(key, 1, s)) for key, s in streams]
+        await asyncio.sleep(0.05)
+        release.set()
+        await wait_for(lambda: all(s.status == 200 for _, s in streams), "streams")
+        assert history.row_reads == [(1, 6)]
+        assert sorted(history.cut_loads) == [1, 3, 5]  # 2, 4 and 6 moved broker_live alone
+        for key, s in streams:
+            expected = {"WT": [3, 5], "Base": [3, 5], "Other": [5], None: [3, 5]}[key.topic]
+            assert [i for i, _ in s.events()] == expected, key
+        history.row_reads.clear()
+        history.cut_loads.clear()
+        quiet, current = FakeStream(), FakeStream()
+        tasks += [asyncio.create_task(hub.serve(WatchKey("WT"), 5, quiet)),  # only heartbeats since 5
+                  asyncio.create_task(hub.serve(WatchKey("WT"), 6, current))]  # the served cut: nothing to read
+        await wait_for(lambda: quiet.status == current.status == 200, "streams")
+        assert history.row_reads == [(5, 6)] and history.cut_loads == []
+        assert quiet.events() == current.events() == []  # their clients hold the served answer
+        hub.close()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(scenario())
+
+
+def test_a_resume_from_a_cut_never_committed_beyond_the_retention_or_too_far_back_is_refused():
+    cuts = {i: served_cut(i, MASTER if i % 2 else SLAVE) for i in range(3, 9)}
+
+    async def scenario() -> None:
+        history = FakeHistory(dict(cuts))
+        hub = hub_of(history)
+        hub.served(cuts[8])
+        del history.cuts[3]  # a resume point never committed (or a restored warehouse's lost cut)
+        history.cut_loads.clear()
+        for resume, status, code in ((3, 404, "SNAPSHOT_NOT_FOUND"), (2**62, 404, "SNAPSHOT_NOT_FOUND")):
+            stream = FakeStream()
+            assert await hub.serve(WatchKey("WT"), resume, stream) == status and stream.code == code
+        history.gone.add(4)  # its row stays, its cut is beyond the retention
+        stream = FakeStream()
+        assert await hub.serve(WatchKey("WT"), 4, stream) == 410 and stream.code == "SNAPSHOT_GONE"
+        hub.close()
+
+    asyncio.run(scenario())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("serving.watch.MAX_REPLAY_CUTS", 3)
+
+        async def too_far() -> None:
+            hub = hub_of(dict(cuts))
+            hub.served(cuts[8])
+            far, near = FakeStream(), FakeStream()
+            assert await hub.serve(WatchKey("WT"), 3, far) == 410 and far.code == "SNAPSHOT_GONE"  # 5 cuts back
+            task = asyncio.create_task(hub.serve(WatchKey("WT"), 5, near))  # 3 cuts back
+            await wait_for(lambda: near.status is not None, "answer")
+            assert near.status == 200 and [i for i, _ in near.events()] == [6, 7, 8]
+            hub.close()
+            await task
+
+        asyncio.run(too_far())
+
+
+def test_the_store_history_reads_only_the_rows_after_the_resume_point(tmp_path):
+    """`StoreHistory.rows` over a real `snapshots` table, a Delta file per cut: the rows in range
+    in id order, None past the limit; the files before the range are not opened (deleted here,
+    as a vacuum would, the read still answers, where reading the whole table fails)."""
+    table = tmp_path / t.SNAPSHOTS.name
+    for i in range(1, 13):
+        row = {"snapshotId": i, "batchId": i, "commitTime": 1000 + i, "sourceOffsets": "{}", "eventCount": 1,
+               **{t.version_column(x): i for x in t.CUT_TABLES}}
+        write_deltalake(str(table), t.SNAPSHOTS.from_rows([row]), mode="append")
+    store = types.SimpleNamespace(reader=types.SimpleNamespace(warehouse=tmp_path))
+    history = StoreHistory(store)  # type: ignore[arg-type]
+    assert [r["snapshotId"] for r in history.rows(9, 11, 5) or []] == [9, 10, 11]
+    assert history.rows(3, 12, 5) is None  # ten cuts: more than five, none read
+    assert history.rows(20, 30, 5) == []
+    files = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True)).to_pydict()
+    for path, first in zip(files["path"], files["min.snapshotId"], strict=True):
+        if first < 9:
+            (table / path).unlink()
+    assert [r["snapshotId"] for r in history.rows(9, 12, 5) or []] == [9, 10, 11, 12]
+    with pytest.raises(OSError):
+        DeltaTable(str(table)).to_pyarrow_dataset().to_table()  # what `SnapshotReader.list_rows` does
+    write_deltalake(str(table), t.SNAPSHOTS.from_rows([{**row, "snapshotId": 13}]), mode="append")
+    assert [r["snapshotId"] for r in history.rows(12, 13, 5) or []] == [12, 13]  # the handle brought up to date
+
+
 def test_one_stream_more_than_the_bound_or_while_stopping_is_503_with_retry_after():
     async def scenario() -> None:
-        hub = WatchHub(None, max_watchers=2, history=ThreadPoolExecutor(1))  # type: ignore[arg-type]
+        hub = hub_of(max_watchers=2)
         hub.served(served_cut(1, MASTER))
         streams = [FakeStream() for _ in range(3)]
         tasks = [asyncio.create_task(hub.serve(WatchKey("WT"), None, s)) for s in streams]
@@ -248,6 +399,179 @@ def test_one_stream_more_than_the_bound_or_while_stopping_is_503_with_retry_afte
         stopping = FakeStream()
         assert await hub.serve(WatchKey("WT"), None, stopping) == 503 and stopping.headers["Retry-After"] == "1"
         await asyncio.gather(*tasks)
+
+    asyncio.run(scenario())
+
+
+def test_every_refusal_of_a_watch_names_the_served_cut():
+    """As every other answer: X-Namesrv-Snapshot (and the staleness) on 400, 404, 405, 410, 503."""
+    async def scenario() -> None:
+        history = FakeHistory({5: served_cut(5, MASTER), 9: served_cut(9, MASTER)})
+        hub = hub_of(history, max_watchers=1)
+        unserved = FakeStream()
+        assert await hub.request(WatchKey("WT"), "GET", "5", "", unserved) == 503
+        assert "X-Namesrv-Snapshot" not in unserved.headers  # no cut served yet: none to name
+        hub.served(served_cut(9, MASTER))
+        refused = {}
+        for name, (method, header, query) in {"method": ("POST", None, ""), "id": ("GET", "x", ""),
+                                               "param": ("GET", None, "zone=z1"), "never": ("GET", "7", "")}.items():
+            refused[name] = FakeStream()
+            await hub.request(WatchKey("WT"), method, header, query, refused[name])
+        history.gone.add(5)
+        refused["gone"] = FakeStream()
+        await hub.request(WatchKey("WT"), "GET", "5", "", refused["gone"])
+        holder = FakeStream()
+        task = asyncio.create_task(hub.request(WatchKey("WT"), "GET", None, "", holder))
+        await asyncio.sleep(0)
+        refused["full"] = FakeStream()
+        await hub.request(WatchKey("WT"), "GET", None, "", refused["full"])
+        assert {k: s.status for k, s in refused.items()} == {"method": 405, "id": 400, "param": 400, "never": 404,
+                                                            "gone": 410, "full": 503}
+        for name, s in refused.items():
+            assert s.headers["X-Namesrv-Snapshot"] == "9" and s.headers["X-Namesrv-Staleness-Ms"] == "7", name
+        assert refused["method"].headers["allow"] == "GET" and refused["full"].headers["Retry-After"] == "5"
+        hub.close()
+        await task
+
+    asyncio.run(scenario())
+
+
+def test_a_served_cut_with_a_lower_id_resets_the_streams_to_it():
+    """A warehouse restored to an earlier version: the server serves a cut with a lower id. Every
+    stream is sent its answer in that cut, as at a fresh subscribe (an equal answer too: its
+    client's last id is the new one from now on), and the next cuts go on from there; a stream
+    replaying the history meanwhile drops what it read before the restore."""
+    release = threading.Event()
+    old = {i: served_cut(i, MASTER, SLAVE) for i in (1, 2)}
+
+    async def scenario() -> None:
+        hub = hub_of(FakeHistory(dict(old), release))
+        hub.served(served_cut(10, MASTER, SLAVE))
+        route, cluster, replaying = FakeStream(), FakeStream(), FakeStream()
+        tasks = [asyncio.create_task(hub.serve(WatchKey("WT"), None, route)),
+                 asyncio.create_task(hub.serve(WatchKey(None), None, cluster)),
+                 asyncio.create_task(hub.serve(WatchKey("WT"), 1, replaying))]
+        await asyncio.sleep(0.05)
+        hub.served(served_cut(4, MASTER, SLAVE))  # the restored warehouse's cut: the same routes, a lower id
+        hub.served(served_cut(5, MASTER))  # its next cut: the slave gone
+        hub.served(served_cut(6, liveness_of=served_cut(5, MASTER)))
+        release.set()
+        await wait_for(lambda: replaying.written[1:], "the replay")
+        both, master = {"0": "10.9.0.1:10911", "1": "10.9.0.2:10911"}, {"0": "10.9.0.1:10911"}
+        assert [(i, addrs(r)) for i, r in route.events()] == [(10, both), (4, both), (5, master)]
+        assert [i for i, _ in cluster.events()] == [10, 4, 5]
+        assert [(i, addrs(r)) for i, r in replaying.events()] == [(4, both), (5, master)]
+        assert hub.cut is not None and hub.cut.snapshot_id == 6
+        later = FakeStream()
+        tasks.append(asyncio.create_task(hub.serve(WatchKey("WT"), None, later)))
+        await asyncio.sleep(0)
+        hub.served(served_cut(7, SLAVE))
+        assert [i for i, _ in later.events()] == [6, 7] and [i for i, _ in route.events()][-1] == 7
+        hub.close()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(scenario())
+
+
+def test_a_reader_that_falls_behind_is_ended_at_its_budget_and_resumes_without_a_gap():
+    """A client that stops reading: what the hub hands its stream (what granian would queue for
+    it) stops at the budget, the stream ends; the client resumes from its last event and, stream
+    after stream, gets every change once, in order. Its first event is written whatever its size."""
+    cuts: dict[int, Snapshot] = {}
+    brokers = []
+    for i in range(1, 61):  # each cut one broker more: each changes the cluster info, which grows
+        brokers.append(reg(f"slow{i}", 0, f"10.8.0.{i}:10911", tps=topics("Slow", "SlowB")))
+        cuts[i] = served_cut(i, *brokers)
+    budget = 24_000
+
+    async def scenario() -> None:
+        hub = hub_of(dict(cuts), budget_bytes=budget)
+        hub.served(cuts[1])
+        stalled = FakeStream()
+        task = asyncio.create_task(hub.serve(WatchKey(None), None, stalled))
+        await asyncio.sleep(0)
+        for i in range(2, 61):
+            hub.served(cuts[i])
+        await task
+        handed = sum(map(len, stalled.written))
+        assert handed <= budget and hub.open_streams == 0, handed
+        got = [i for i, _ in stalled.events()]
+        assert got == list(range(1, len(got) + 1)) and 3 < len(got) < 60
+        last, resumed = stalled.last_id(), 0
+        while got[-1] < 60:  # the client comes back with Last-Event-ID: the rest, a budget at a time
+            stream = FakeStream()
+            task = asyncio.create_task(hub.serve(WatchKey(None), last, stream))
+            await wait_for(lambda s=stream: s.status is not None, "answer")
+            if not task.done():
+                await asyncio.sleep(0)
+            if not task.done():
+                stream.gone.set_result(None)  # caught up: a live stream stays open until its client goes
+            await task
+            assert sum(map(len, stream.written)) <= budget
+            got += [i for i, _ in stream.events()]
+            last, resumed = stream.last_id(), resumed + 1
+        assert got == list(range(1, 61)) and resumed > 1
+        big = hub_of(dict(cuts), budget_bytes=100)  # an event larger than the budget still reaches a new stream
+        big.served(cuts[60])
+        first = FakeStream()
+        task = asyncio.create_task(big.serve(WatchKey(None), None, first))
+        await asyncio.sleep(0)
+        big.served(served_cut(61, MASTER))
+        await task
+        assert [i for i, _ in first.events()] == [60]
+        hub.close()
+        big.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_stream_past_its_life_or_stopped_is_ended_naming_the_cut_it_covered():
+    """The server ends a stream at its life's end (or its own stop) with an id and no event: the
+    newest cut the stream covered, from which its client resumes with nothing to read. A stream
+    replaying the history when too many cuts were held back is ended once its replay is written."""
+    release = threading.Event()
+    cuts = {1: served_cut(1, MASTER), 2: served_cut(2, MASTER, SLAVE)}
+    cuts[3] = served_cut(3, liveness_of=cuts[2])
+
+    async def scenario() -> None:
+        history = FakeHistory(dict(cuts), release)
+        hub = hub_of(history, max_life_s=60.0, max_held=2)
+        hub.served(cuts[2])
+        aging = FakeStream()
+        task = asyncio.create_task(hub.serve(WatchKey("WT"), None, aging))
+        await asyncio.sleep(0)
+        hub.served(cuts[3])  # heartbeats: no event, but the stream covers cut 3
+        now = time.monotonic()
+        for tick in range(20):
+            hub.tick(tick, now + 30)  # younger than 45 s: a keep-alive each
+        assert not task.done() and aging.written[-1] == KEEPALIVE
+        for tick in range(20):
+            hub.tick(tick, now + 61)
+        assert await task == 200
+        assert [i for i, _ in aging.events()] == [2] and aging.written[-1] == covered_marker(3)
+        assert aging.last_id() == 3
+        history.row_reads.clear()
+        release.set()
+        back = FakeStream()
+        task = asyncio.create_task(hub.serve(WatchKey("WT"), aging.last_id(), back))
+        await wait_for(lambda: back.status is not None, "answer")
+        assert back.status == 200 and back.events() == [] and history.row_reads == []
+        hub.close()
+        await task
+        assert back.written[-1] == OPENING  # stopped: it covered cut 3, as its resume point said already
+
+        release.clear()
+        hub = hub_of(FakeHistory(dict(cuts), release), max_held=2)
+        hub.served(cuts[3])
+        behind = FakeStream()
+        task = asyncio.create_task(hub.serve(WatchKey("WT"), 1, behind))
+        await asyncio.sleep(0.05)
+        for i in range(4, 8):  # four changes while it replays: two held back, then one too many
+            hub.served(served_cut(i, SLAVE) if i % 2 else served_cut(i, MASTER))
+        release.set()
+        assert await task == 200
+        assert [i for i, _ in behind.events()] == [2, 4, 5] and behind.last_id() == 5  # resumes from 5: no gap
+        hub.close()
 
     asyncio.run(scenario())
 
