@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import http.client
 import json
 import resource
@@ -31,12 +32,16 @@ import pyarrow as pa
 import pytest
 import requests
 from deltalake import DeltaTable, write_deltalake
+from granian.constants import Interfaces
+from granian.server.embed import Server
 
 from admin.cli import sse_events
+from ops.net import free_port
 from routeinfo.snapshot import Snapshot
 from schemas import tables as t
 from schemas.fields import InvalidInput
 from serving.__main__ import BACKLOG, SPARE_FILES, watch_bound
+from serving.asgi import RsgiResponder
 from serving.watch import (
     KEEPALIVE,
     OPENING,
@@ -263,7 +268,7 @@ def test_a_resumed_watcher_gets_the_replay_then_the_cuts_served_meanwhile_withou
         hub.served(history.cuts[8])
         assert stream.status is None
         release.set()
-        await wait_for(lambda: stream.written[1:], "replay")
+        await wait_for(lambda: stream.written[1:], "replay written")
         assert [(i, addrs(r)) for i, r in stream.events()] == [(6, {"0": "10.9.0.1:10911", "1": "10.9.0.2:10911"}),
                                                                 (7, {"1": "10.9.0.2:10911"})]
         assert history.row_reads == [(5, 6)]  # the rows after the resume point only
@@ -351,7 +356,7 @@ def test_a_resume_from_a_cut_never_committed_beyond_the_retention_or_too_far_bac
             await wait_for(lambda: near.status is not None, "answer")
             assert near.status == 200 and [i for i, _ in near.events()] == [6, 7, 8]
             hub.close()
-            await task
+            await asyncio.wait_for(task, 10)
 
         asyncio.run(too_far())
 
@@ -431,7 +436,7 @@ def test_every_refusal_of_a_watch_names_the_served_cut():
             assert s.headers["X-Namesrv-Snapshot"] == "9" and s.headers["X-Namesrv-Staleness-Ms"] == "7", name
         assert refused["method"].headers["allow"] == "GET" and refused["full"].headers["Retry-After"] == "5"
         hub.close()
-        await task
+        await asyncio.wait_for(task, 10)
 
     asyncio.run(scenario())
 
@@ -456,7 +461,7 @@ def test_a_served_cut_with_a_lower_id_resets_the_streams_to_it():
         hub.served(served_cut(5, MASTER))  # its next cut: the slave gone
         hub.served(served_cut(6, liveness_of=served_cut(5, MASTER)))
         release.set()
-        await wait_for(lambda: replaying.written[1:], "the replay")
+        await wait_for(lambda: replaying.written[1:], "replay written")
         both, master = {"0": "10.9.0.1:10911", "1": "10.9.0.2:10911"}, {"0": "10.9.0.1:10911"}
         assert [(i, addrs(r)) for i, r in route.events()] == [(10, both), (4, both), (5, master)]
         assert [i for i, _ in cluster.events()] == [10, 4, 5]
@@ -473,15 +478,22 @@ def test_a_served_cut_with_a_lower_id_resets_the_streams_to_it():
     asyncio.run(scenario())
 
 
+@functools.cache
+def growing_cluster() -> dict[int, Snapshot]:
+    """Cuts 1 to 60, each with one broker more than the one before: each changes the cluster
+    info, which grows from 0.2 to 8 KB."""
+    cuts, brokers = {}, []
+    for i in range(1, 61):
+        brokers.append(reg(f"slow{i}", 0, f"10.8.0.{i}:10911", tps=topics("Slow", "SlowB")))
+        cuts[i] = served_cut(i, *brokers)
+    return cuts
+
+
 def test_a_reader_that_falls_behind_is_ended_at_its_budget_and_resumes_without_a_gap():
     """A client that stops reading: what the hub hands its stream (what granian would queue for
     it) stops at the budget, the stream ends; the client resumes from its last event and, stream
     after stream, gets every change once, in order. Its first event is written whatever its size."""
-    cuts: dict[int, Snapshot] = {}
-    brokers = []
-    for i in range(1, 61):  # each cut one broker more: each changes the cluster info, which grows
-        brokers.append(reg(f"slow{i}", 0, f"10.8.0.{i}:10911", tps=topics("Slow", "SlowB")))
-        cuts[i] = served_cut(i, *brokers)
+    cuts = growing_cluster()
     budget = 24_000
 
     async def scenario() -> None:
@@ -492,7 +504,7 @@ def test_a_reader_that_falls_behind_is_ended_at_its_budget_and_resumes_without_a
         await asyncio.sleep(0)
         for i in range(2, 61):
             hub.served(cuts[i])
-        await task
+        await asyncio.wait_for(task, 10)
         handed = sum(map(len, stalled.written))
         assert handed <= budget and hub.open_streams == 0, handed
         got = [i for i, _ in stalled.events()]
@@ -506,7 +518,7 @@ def test_a_reader_that_falls_behind_is_ended_at_its_budget_and_resumes_without_a
                 await asyncio.sleep(0)
             if not task.done():
                 stream.gone.set_result(None)  # caught up: a live stream stays open until its client goes
-            await task
+            await asyncio.wait_for(task, 10)
             assert sum(map(len, stream.written)) <= budget
             got += [i for i, _ in stream.events()]
             last, resumed = stream.last_id(), resumed + 1
@@ -517,7 +529,7 @@ def test_a_reader_that_falls_behind_is_ended_at_its_budget_and_resumes_without_a
         task = asyncio.create_task(big.serve(WatchKey(None), None, first))
         await asyncio.sleep(0)
         big.served(served_cut(61, MASTER))
-        await task
+        await asyncio.wait_for(task, 10)
         assert [i for i, _ in first.events()] == [60]
         hub.close()
         big.close()
@@ -547,7 +559,7 @@ def test_a_stream_past_its_life_or_stopped_is_ended_naming_the_cut_it_covered():
         assert not task.done() and aging.written[-1] == KEEPALIVE
         for tick in range(20):
             hub.tick(tick, now + 61)
-        assert await task == 200
+        assert await asyncio.wait_for(task, 10) == 200
         assert [i for i, _ in aging.events()] == [2] and aging.written[-1] == covered_marker(3)
         assert aging.last_id() == 3
         history.row_reads.clear()
@@ -557,7 +569,7 @@ def test_a_stream_past_its_life_or_stopped_is_ended_naming_the_cut_it_covered():
         await wait_for(lambda: back.status is not None, "answer")
         assert back.status == 200 and back.events() == [] and history.row_reads == []
         hub.close()
-        await task
+        await asyncio.wait_for(task, 10)
         assert back.written[-1] == OPENING  # stopped: it covered cut 3, as its resume point said already
 
         release.clear()
@@ -569,9 +581,98 @@ def test_a_stream_past_its_life_or_stopped_is_ended_naming_the_cut_it_covered():
         for i in range(4, 8):  # four changes while it replays: two held back, then one too many
             hub.served(served_cut(i, SLAVE) if i % 2 else served_cut(i, MASTER))
         release.set()
-        assert await task == 200
+        assert await asyncio.wait_for(task, 10) == 200
         assert [i for i, _ in behind.events()] == [2, 4, 5] and behind.last_id() == 5  # resumes from 5: no gap
         hub.close()
+
+    asyncio.run(scenario())
+
+
+def sse_connect(port: int, last: int | None) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    """A cluster watch opened on 127.0.0.1:`port`, resumed after `last`."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", "/cluster/watch", headers={} if last is None else {"Last-Event-ID": str(last)})
+    return conn, conn.getresponse()
+
+
+def read_sse_until(response: http.client.HTTPResponse, newest: int) -> tuple[list[int], int, bool]:
+    """The event ids read until the response ends or carries event `newest`; the bytes read;
+    whether the response ended."""
+    size, ended = 0, False
+
+    def lines() -> Iterator[str]:
+        nonlocal size, ended
+        while line := response.readline():
+            size += len(line)
+            yield line.decode().rstrip("\n")
+        ended = True
+    ids = []
+    for e in sse_events(lines()):
+        ids.append(int(e["id"]))
+        if ids[-1] == newest:
+            break
+    return ids, size, ended
+
+
+class RsgiWatchApp:
+    """The cluster watch as `serving.asgi.Front` serves it, over `hub`."""
+
+    def __init__(self, hub: WatchHub) -> None:
+        self.hub = hub
+
+    async def __rsgi__(self, scope: Any, proto: Any) -> None:
+        await self.hub.request(WatchKey(None), scope.method, scope.headers.get("last-event-id"),
+                               scope.query_string, RsgiResponder(proto, lambda status: None))
+
+
+def test_over_granian_a_client_that_stops_reading_is_held_at_most_its_budget_then_resumes_without_a_gap():
+    """Granian itself (embedded in the test's loop, the hub and the request handling
+    `python -m serving` runs) and a client over TCP that reads nothing: granian queues a stream's
+    bytes without a bound, so the server ends the stream at its budget though its client read
+    none of it; the client then reads every event queued (no more than the budget) and the end of
+    the response, and resumes, stream after stream, with every change once, in order."""
+    cuts = growing_cluster()
+    budget = 32_000
+
+    async def scenario() -> None:
+        hub = hub_of(dict(cuts), budget_bytes=budget)
+        hub.served(cuts[1])
+        port = free_port()
+        server = Server(RsgiWatchApp(hub), address="127.0.0.1", port=port, interface=Interfaces.RSGI, websockets=False,
+                        log_enabled=False)
+        serving = asyncio.create_task(server.serve())
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                conn, response = await asyncio.to_thread(sse_connect, port, None)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "granian did not listen"
+                await asyncio.sleep(0.05)
+        try:
+            assert response.status == 200
+            await wait_for(lambda: hub.open_streams == 1, "the stream")
+            for i in range(2, 61):
+                hub.served(cuts[i])
+                await asyncio.sleep(0)
+            await wait_for(lambda: hub.open_streams == 0, "the end of a stream whose client reads nothing")
+            got, size, ended = await asyncio.to_thread(read_sse_until, response, 60)
+            assert ended and size <= budget and got == list(range(1, len(got) + 1)) and len(got) < 60, (size, got)
+            conn.close()
+            streams = 1
+            while got[-1] < 60:
+                conn, response = await asyncio.to_thread(sse_connect, port, got[-1])
+                assert response.status == 200
+                more, size, ended = await asyncio.to_thread(read_sse_until, response, 60)
+                conn.close()
+                assert size <= budget and (ended or more[-1] == 60)
+                got += more
+                streams += 1
+            assert got == list(range(1, 61)) and streams > 2
+        finally:
+            hub.close()
+            server.stop()
+            await serving
 
     asyncio.run(scenario())
 
@@ -783,6 +884,9 @@ def test_bad_input_is_a_4xx_and_an_unknown_topic_streams_its_absence(server):
     assert status("/topics/a%01b/route/watch")[0] == 400
     assert status("/cluster/watch", **{"Last-Event-ID": str(2**62)})[1]["code"] == "SNAPSHOT_NOT_FOUND"
     assert status("/cluster/watch", "POST")[0] == 405
+    never = requests.get(server.url + "/cluster/watch", headers={"Last-Event-ID": str(2**62)}, timeout=10)
+    served = requests.get(server.url + "/cluster", timeout=10).headers["X-Namesrv-Snapshot"]
+    assert int(never.headers["X-Namesrv-Snapshot"]) <= int(served)  # the served cut's, as every answer names it
     absent = open_stream(server.url, f"/topics/NoSuchTopic{uuid.uuid4().hex[:6]}/route/watch")
     try:
         assert absent.next(10)["route"] is None
