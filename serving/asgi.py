@@ -52,7 +52,7 @@ from serving.__main__ import watch_bound
 from serving.app import create_app
 from serving.context import EXTENSION
 from serving.fastpath import cut_headers, fast_route_body
-from serving.watch import RESUME_HEADER, WatchHub, WatchKey, resume_point, watch_key
+from serving.watch import RESUME_HEADER, WatchHub, WatchKey, watch_key
 from snapshots.served import ServedCuts
 from snapshots.store import SnapshotStore
 
@@ -189,7 +189,7 @@ class Front:
         try:
             key = watch_key(path)
         except InvalidInput as exc:
-            proto.response_bytes(400, [JSON], _error_body("INVALID_PARAMETER", str(exc)))
+            proto.response_bytes(400, [JSON, *self.hub.cut_headers()], _error_body("INVALID_PARAMETER", str(exc)))
             self._count("watch.topic_route", method, 400)
             return
         if key is not None:
@@ -202,16 +202,7 @@ class Front:
     async def _watch(self, scope: Any, proto: Any, key: WatchKey) -> None:
         method = scope.method
         responder = RsgiResponder(proto, lambda status: self._count(key.endpoint, method, status))
-        if method != "GET":
-            responder.refuse(405, "REQUEST_CODE_NOT_SUPPORTED", f"a watch is read with GET, not {method}",
-                             [("allow", "GET")])
-            return
-        try:
-            resume = resume_point(scope.headers.get(RESUME_HEADER), scope.query_string)
-        except InvalidInput as exc:
-            responder.refuse(400, "INVALID_PARAMETER", str(exc))
-            return
-        await self.hub.serve(key, resume, responder)
+        await self.hub.request(key, method, scope.headers.get(RESUME_HEADER), scope.query_string, responder)
 
     def _count(self, endpoint: str, method: str, status: int) -> None:
         self.metrics.requests.labels(endpoint, method, str(status)).inc()

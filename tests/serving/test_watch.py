@@ -887,6 +887,11 @@ def test_bad_input_is_a_4xx_and_an_unknown_topic_streams_its_absence(server):
     never = requests.get(server.url + "/cluster/watch", headers={"Last-Event-ID": str(2**62)}, timeout=10)
     served = requests.get(server.url + "/cluster", timeout=10).headers["X-Namesrv-Snapshot"]
     assert int(never.headers["X-Namesrv-Snapshot"]) <= int(served)  # the served cut's, as every answer names it
+    for refused in (requests.post(server.url + "/cluster/watch", timeout=10),  # 405
+                    requests.get(server.url + "/cluster/watch?lastEventId=-1", timeout=10),  # 400, the request's
+                    requests.get(server.url + "/topics/a%01b/route/watch", timeout=10)):  # 400, the topic's
+        assert refused.status_code in (400, 405)
+        assert int(refused.headers["X-Namesrv-Snapshot"]) <= int(served), refused.headers
     absent = open_stream(server.url, f"/topics/NoSuchTopic{uuid.uuid4().hex[:6]}/route/watch")
     try:
         assert absent.next(10)["route"] is None
