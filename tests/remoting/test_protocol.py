@@ -11,6 +11,7 @@ import zlib
 
 import pytest
 
+from liveness import fingerprint
 from remoting import acl, bodies
 from remoting.protocol import JSON, ROCKETMQ, FrameError, decode, encode_request, encode_response, next_frame
 
@@ -104,6 +105,18 @@ def test_fastjson_unquoted_keys_and_properties_text():
         "a": "1", "b": "2", "c": "3", "d": "xy", "e": "A\t"}
     assert bodies.format_properties({"b": "2", "a": "1"}) == b"a=1\nb=2\n"
     assert bodies.crc32(b"hello") == zlib.crc32(b"hello") & 0x7FFFFFFF
+
+
+@pytest.mark.parametrize("size", [0, 1, 2046, 2047, 2048, 5119, 5120, 5121, 3 * 5120 + 7, 100_000])
+def test_checks_of_a_body_are_the_same_however_it_is_sliced(size):
+    """The front feeds bodies to crc32 and the fingerprint in slices its interpreter lock is kept
+    for (bodies.CRC_HELD_BYTES, fingerprint.HELD_BYTES): the result is the whole body's."""
+    body = bytes((i * 7 + 3) % 251 for i in range(size))
+    assert bodies.crc32(body) == zlib.crc32(body) & 0x7FFFFFFF
+    whole = hashlib.blake2b(digest_size=16)
+    for part in (json.dumps(sorted({"brokerName": "b"}.items()), separators=(",", ":")).encode(), b"453", body):
+        whole.update(part)
+    assert fingerprint.of_request({"brokerName": "b"}, 453, body) == whole.digest()
 
 
 def test_acl_signature_matches_aclclientrpchooks():
