@@ -408,10 +408,11 @@ def _follow(client: ApiClient, path: str, last_id: int | None) -> Iterator[dict[
         try:
             with _open_stream(client, path, last_id) as response:
                 down_since = None
-                for event in sse_events(_stream_lines(response)):
+                for event in sse_events(_stream_lines(response), ids_only=True):
                     if event.get("id"):
                         last_id = int(event["id"])
-                    yield {**event, "data": json.loads(event["data"])}
+                    if event["data"] is not None:  # an id alone: where the server ended the stream
+                        yield {**event, "data": json.loads(event["data"])}
         except AdminError as exc:
             if exc.exit_code != UNREACHABLE or last_id is None:
                 raise
@@ -454,16 +455,20 @@ def _stream_lines(response: requests.Response) -> Iterator[str]:
         raise AdminError("the watch stream broke off", UNREACHABLE) from None
 
 
-def sse_events(lines: Iterable[str]) -> Iterator[dict[str, str]]:
+def sse_events(lines: Iterable[str], *, ids_only: bool = False) -> Iterator[dict[str, Any]]:
     """Server-Sent Events from a stream's lines, as the HTML standard parses them: `field: value`
     lines up to a blank line make an event (data lines joined by newlines), comments (`:`) and
-    events without data are skipped."""
+    events without data are skipped. `ids_only`: a message with an id and no data is yielded too,
+    with `data` None: it dispatches no event, but it moves a browser's last event id, which is how
+    the server says where a stream it ends left off (serving.watch)."""
     event: dict[str, str] = {}
     data: list[str] = []
     for line in lines:
         if not line:
             if data:
                 yield {"event": event.get("event", "message"), "id": event.get("id", ""), "data": "\n".join(data)}
+            elif ids_only and event.get("id"):
+                yield {"event": "", "id": event["id"], "data": None}
             event, data = {}, []
             continue
         if line.startswith(":"):

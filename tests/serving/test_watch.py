@@ -98,6 +98,11 @@ def test_an_event_is_one_sse_event_with_the_cut_its_time_and_the_answer():
     assert json.loads(events[0]["data"]) == {"commitTime": 1_700_000_000_000, "snapshotId": 7, "topic": "T\u00fc",
                                              "route": json.loads(body)}
     assert json.loads(events[1]["data"]) == {"cluster": {}, "commitTime": None, "snapshotId": 8}
+    # an id with no data (how the server ends a stream, naming where it left off): no event, but
+    # namesrv-admin's follower (ids_only) sees it and resumes after it
+    ended = ["id: 7", "data: {}", "", "id: 9", ""]
+    assert [e["id"] for e in sse_events(ended)] == ["7"]
+    assert [(e["id"], e["data"]) for e in sse_events(ended, ids_only=True)] == [("7", "{}"), ("9", None)]
     assert json.loads(WatchKey("Gone").event(9, 1, None).split(b"data: ")[1])["route"] is None  # no route
 
 
