@@ -93,10 +93,10 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NoReturn, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -104,7 +104,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from routeinfo.snapshot import Snapshot
-from routeinfo.topic_index import TopicIndex
+from routeinfo.topic_index import QueueColumns, TopicIndex
 from schemas.fields import MASTER_ID, PERM_WRITE
 
 DAY_MS = 86_400_000
@@ -208,6 +208,79 @@ def _facts(names: pa.Array, where: npt.NDArray[np.int64], labels: Sequence[str])
 
 
 _NO_FACTS = _TopicFacts(pa.array([], pa.large_string()), np.zeros(0, dtype=np.int64), ())
+
+
+# What the topic kinds read of a topic_queue row (`TopicColumns`).
+RISK_QUEUE_COLUMNS = ("topic", "brokerName", "perm", "writeQueueNums")
+
+
+class TopicColumns(TopicIndex):
+    """A cut's topic_queue as the topic kinds read it, and nothing more: each row's topic, group,
+    perm and writeQueueNums (`RISK_QUEUE_COLUMNS`) as columns sorted by topic
+    (`TopicIndex.columns`, what `_arrow_topology` reads), made by `read` (an Arrow table of those
+    columns, in any order) when first asked and dropped by `release`.
+
+    What the history fold (`snapshots.risk_history`) hands a tracker in place of a cut's whole
+    TopicIndex: `key` names the rows (their table version), and a tracker keeps the facts it
+    computed while the next cut's key and BrokerDatas are the same (`_topology_of`), so the fold
+    holds the columns only while a tracker computes from them (a 10,000 × 100 cut: about 40 MB,
+    where a whole TopicIndex and the reader's files of it held three times that) and reads them
+    again in the rare cut whose BrokerDatas moved under the same rows. It has no QueueDatas: the
+    Mapping reads raise TypeError."""
+
+    def __init__(self, key: Hashable, read: Callable[[], pa.Table]) -> None:
+        # TopicIndex's constructor is not run: none of its columns exist until asked for
+        self.key = key
+        self._read = read
+        self._columns: QueueColumns | None = None
+
+    def columns(self) -> QueueColumns:
+        if self._columns is None:
+            self._columns = sorted_queue_columns(self._read())
+        return self._columns
+
+    def row_count(self) -> int:
+        return len(self.columns().topic)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the columns are held now (a test's and the fold's check that they went)."""
+        return self._columns is not None
+
+    def release(self) -> None:
+        """Drop the columns (read again if a later fold needs them)."""
+        self._columns = None
+
+    def _no_queue_datas(self) -> NoReturn:
+        raise TypeError("TopicColumns holds the risk rules' columns of topic_queue, not QueueDatas")
+
+    def __getitem__(self, topic: str) -> list[dict[str, Any]]:
+        self._no_queue_datas()
+
+    def __contains__(self, topic: object) -> bool:
+        self._no_queue_datas()
+
+    def __iter__(self) -> Iterator[str]:
+        self._no_queue_datas()
+
+    def __len__(self) -> int:
+        self._no_queue_datas()
+
+
+def sorted_queue_columns(table: pa.Table) -> QueueColumns:
+    """`RISK_QUEUE_COLUMNS` of `table` sorted by topic, as a TopicIndex keeps them: the topic as an
+    Arrow string array, the group as codes into a list of names, perm and writeQueueNums as
+    numpy arrays. Only the topic strings are copied in the sort; the rest moves as numbers."""
+    if not table.num_rows:
+        empty = np.zeros(0, dtype=np.int32)
+        return QueueColumns(pa.array([], pa.string()), [], empty, {"perm": empty, "writeQueueNums": empty})
+    order = pc.sort_indices(table, [("topic", "ascending")])
+    at = order.to_numpy()
+    topic = table.column("topic").take(order).combine_chunks()
+    broker = pc.dictionary_encode(table.column("brokerName").combine_chunks())
+    codes = broker.indices.to_numpy(zero_copy_only=False)[at]
+    ints = {f: table.column(f).to_numpy()[at] for f in ("perm", "writeQueueNums")}
+    return QueueColumns(topic, broker.dictionary.to_pylist(), codes, ints)
 
 
 def _zone_spellings(snap: Snapshot) -> dict[str, str]:
@@ -370,7 +443,7 @@ def _python_topology(snap: Snapshot) -> tuple[dict[str, _TopicFacts], dict[str, 
 def _topic_facts(snap: Snapshot) -> tuple[dict[str, _TopicFacts], dict[str, bool]]:
     idx = snap.topics
     cut = getattr(idx, "cut", None)
-    if type(idx) is TopicIndex:
+    if type(idx) is TopicIndex or isinstance(idx, TopicColumns):
         facts, any_write = _arrow_topology(snap, idx)
     elif isinstance(cut, _BodyFile):
         facts, any_write = _file_topology(snap, cut, getattr(idx, "orphans", {}))
@@ -381,14 +454,17 @@ def _topic_facts(snap: Snapshot) -> tuple[dict[str, _TopicFacts], dict[str, bool
 
 
 def _without_own_topics(facts: _TopicFacts) -> _TopicFacts:
-    """Single-group topics less each group's own topic (named after the one group it is on)."""
+    """Single-group topics less each group's own topic (named after the one group it is on). Each
+    name is looked up among the groups' names (a hash of the groups), not compared with a copy of
+    its group's name per topic: a million single-group topics made a million-string array here."""
     if not len(facts):
         return facts
-    groups = pa.array(list(facts.labels), pa.large_string()).take(pa.array(facts.where))
-    keep = pc.invert(pc.equal(facts.names, groups))
-    if pc.all(keep).as_py():
+    named = pc.index_in(facts.names, value_set=pa.array(list(facts.labels), pa.large_string()))
+    own = named.fill_null(-1).to_numpy(zero_copy_only=False) == facts.where
+    if not own.any():
         return facts
-    return _TopicFacts(facts.names.filter(keep), facts.where[keep.to_numpy(zero_copy_only=False)], facts.labels)
+    keep = ~own
+    return _TopicFacts(facts.names.filter(pa.array(keep)), facts.where[keep], facts.labels)
 
 
 def _group_risks(snap: Snapshot, any_write: Mapping[str, bool]) -> dict[str, dict[str, Risk]]:
@@ -594,6 +670,9 @@ class RiskTracker:
         self._groups: dict[str, dict[str, Risk]] | None = None
         self._last: dict[str, tuple[dict[str, Risk], list[Risk]]] = {}  # kind -> the last fold's risks, with since
         self.origin: int | None = None  # the first folded cut's time
+        # how many folds computed topic facts afresh (a topology that moved): a million-topic cut's
+        # computation briefly needs about a hundred MB, which a caller may want given back afterwards
+        self.topic_facts_made = 0
 
     def fold(self, cut: Cut) -> RiskReport:
         at = cut.at
@@ -605,6 +684,7 @@ class RiskTracker:
         same_topology = self._topics is not None and _same_topology(self._topics_of, snap)
         if self._topics is None or not same_topology:
             self._topics = _topic_facts(snap)
+            self.topic_facts_made += 1
             self._topics_of = _topology_of(snap)
         topics, any_write = self._topics
         membership = frozenset(snap.live_by_addr)
@@ -672,13 +752,16 @@ def _topology_of(snap: Snapshot) -> tuple[Any, Any]:
     """What a cut's topic facts are a function of, as cheap to compare as it can be: a mapped cut
     file's digests of its topic_queue columns and of everything else its route bodies read (the
     BrokerDatas among them: `snapshots.cutfile`), so a new file of the same topology (a cut that
-    only moved heartbeats) reuses the facts without holding the old mapping; otherwise the topic
+    only moved heartbeats) reuses the facts without holding the old mapping; a history cut's
+    `TopicColumns` key and its BrokerDatas, so its columns can go once folded; otherwise the topic
     index itself (a cut loaded from Delta with the previous cut's topic_queue version shares it)
     and the BrokerDatas."""
     cut = snap.cut
     digests = (getattr(cut, "queue_digest", None), getattr(cut, "deps_digest", None))
     if None not in digests:
         return "file", digests
+    if isinstance(snap.topics, TopicColumns):
+        return ("columns", snap.topics.key), snap.brokers
     return snap.topics, snap.brokers
 
 
@@ -686,7 +769,7 @@ def _same_topology(before: tuple[Any, Any] | None, snap: Snapshot) -> bool:
     if before is None:
         return False
     now = _topology_of(snap)
-    if isinstance(before[0], str) or isinstance(now[0], str):  # a mapped file's digests
+    if isinstance(before[0], str | tuple) or isinstance(now[0], str | tuple):  # digests, or a columns key
         return before == now
     return before[0] is now[0] and before[1] == now[1]
 

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -334,6 +335,47 @@ def test_the_three_readings_of_a_cuts_topics_agree(tmp_path: Path):
     cutfile.write_cut(cut, tmp_path / "c.cut")
     with cutfile.CutFile.open(tmp_path / "c.cut") as f:
         assert RiskTracker().fold(Cut(mapped.mapped_snapshot(f))).risks() == by_arrow
+    columns = dataclasses.replace(cut, topics=risks.TopicColumns(1, lambda: queue_table(queues)))
+    assert RiskTracker().fold(Cut(columns)).risks() == by_arrow
+
+
+def queue_table(queues: dict[str, dict[str, int]]) -> pa.Table:
+    """RISK_QUEUE_COLUMNS of `queues`, in no particular order (the history reads them so)."""
+    rows = [(topic, name, perm) for topic, perms in reversed(queues.items()) for name, perm in perms.items()]
+    return pa.table({"topic": [r[0] for r in rows], "brokerName": [r[1] for r in rows],
+                     "perm": pa.array([r[2] for r in rows], pa.int32()), "writeQueueNums": pa.array([8] * len(rows), pa.int32())})
+
+
+def test_topic_columns_are_read_only_while_facts_are_made():
+    """The history's cuts hand the tracker TopicColumns: read when the tracker computes topic facts,
+    dropped after, not read again for a cut of the same rows and BrokerDatas, read again when the
+    BrokerDatas moved under the same rows; they hold no QueueDatas."""
+    groups, queues = healthy()
+    queues = {**queues, "Solo": {"b": 6}}
+    reads: list[int] = []
+
+    def read() -> pa.Table:
+        reads.append(1)
+        return queue_table(queues)
+
+    def cut(sid: int, groups: list[Group]) -> Snapshot:
+        return dataclasses.replace(snap(groups, queues, T0 + sid, sid), topics=topics)
+
+    topics = risks.TopicColumns(7, read)
+    tracker = RiskTracker()
+    first = tracker.fold(Cut(cut(1, groups)))
+    assert len(reads) == 1 and topics.loaded
+    topics.release()
+    assert not topics.loaded
+    tracker.fold(Cut(cut(2, groups)))
+    assert len(reads) == 1 and not topics.loaded  # the same rows and BrokerDatas: the facts are kept
+    wiped = [dataclasses.replace(g, master=g.name != "b") for g in groups]  # b lost its master
+    report = tracker.fold(Cut(cut(3, wiped)))
+    assert len(reads) == 2
+    assert [r.id for r in first.risks(kind="single-group-topic")] == ["single-group-topic:Solo"]
+    assert report.risks(kind="single-group-topic") != first.risks(kind="single-group-topic")
+    with pytest.raises(TypeError):
+        _ = "Solo" in topics
 
 
 # ---------------------------------------------------------------- the tracker against a recomputation
