@@ -16,8 +16,19 @@ the served cut with `sinceAtOrBefore`, no data-version-backwards, and the answer
 served (the job committed two before it looked) is not read, so a risk that held only there is
 not seen.
 
+A cut of the history that fails to read while its files are all there (a store that did not
+answer) is read again after a while (`snapshots.risk_history`: a vacuumed cut is told apart);
+meanwhile the answer stays provisional and says why in `historyProblem`, and the log says so.
+
 `?asOf=` / `?snapshot=` fold the retained cuts up to the one asked afresh (the same cuts, from
-the same oldest one), one request at a time, and keep the last `AS_OF_CACHED` answers.
+the same oldest one), one request at a time, and keep the last `AS_OF_CACHED` answers; a cut that
+fails to read for now makes that answer a 503 to ask again, never a since dated after it.
+
+Memory: reading the history, and computing a million topics' facts when a served cut's topology
+moved, briefly need a few hundred MB (10,000 × 100), which glibc's and Arrow's allocators would keep
+for the life of the process; it is given back (`conf.memory.release_memory`, no garbage
+collection) once the history is folded, after an `?asOf=` fold, and after a fold that computed topic
+facts afresh, at most every `RELEASE_EVERY_S`.
 
 `sinceAtOrBefore` marks a risk that already held at the oldest cut read, unless that cut is the
 warehouse's first: then nothing came before it and every since is exact.
@@ -37,6 +48,7 @@ from urllib.parse import urlencode
 from flask import Blueprint, current_app, g, jsonify, request
 from flask.typing import ResponseReturnValue
 
+from conf.memory import release_memory
 from routeinfo.risks import KINDS, Cut, RiskReport, RiskTracker, Settings
 from routeinfo.snapshot import Snapshot
 from schemas import tables as t
@@ -44,7 +56,16 @@ from schemas.fields import InvalidInput
 from serving.errors import ApiError
 from serving.params import parse_instant, parse_int
 from snapshots.reader import SnapshotReader
-from snapshots.risk_history import HistoryFold, change_log, first_cut_id, fold_history, retention_floor, snapshot_rows
+from snapshots.risk_history import (
+    RETRY_S,
+    HistoryFold,
+    HistoryUnreadable,
+    change_log,
+    first_cut_id,
+    fold_history,
+    retention_floor,
+    snapshot_rows,
+)
 from snapshots.store import SnapshotStore
 
 log = logging.getLogger(__name__)
@@ -56,6 +77,7 @@ STEP_S = 0.05         # history folded between two looks at the served cut
 PROVISIONAL_AFTER_S = 0.5  # a history folded for longer than this gets a provisional report of the served cut
 IDLE_S = 1.0          # the thread's longest sleep without a refresh
 AS_OF_CACHED = 4      # past cuts' answers kept (a 10,000 x 100 fleet's report is tens of MB)
+RELEASE_EVERY_S = 30.0  # freed memory given back after a served fold that computed topic facts, at most this often
 SEVERITIES = tuple(dict.fromkeys(k.severity for k in KINDS))  # critical, warning, info
 
 
@@ -68,6 +90,7 @@ class Answer:
     commit_time: int | None
     history_complete: bool
     from_first: bool = False  # the history read begins at the warehouse's first cut: every since is exact
+    history_problem: str | None = None  # why the history is not read yet (a cut that failed to read, to be read again)
 
     def counts(self) -> dict[str, int]:
         return self.report.counts() if self.report is not None else {k.name: 0 for k in KINDS}
@@ -81,7 +104,8 @@ _NO_CUT = Snapshot.empty()
 
 
 class AsOfBusy(Exception):
-    """A past cut's report is being folded for another request (answered 503 SYSTEM_BUSY)."""
+    """A past cut's report is being folded for another request, or a cut of the history could not
+    be read for now (answered 503 SYSTEM_BUSY)."""
 
 
 class RiskService:
@@ -89,10 +113,11 @@ class RiskService:
     reports of past cuts. `on_refresh` is the store's listener; `close` ends the thread."""
 
     def __init__(self, store: SnapshotStore, settings: Settings | None = None, *,
-                 on_report: Callable[[Mapping[str, int]], None] | None = None) -> None:
+                 on_report: Callable[[Mapping[str, int]], None] | None = None, retry_s: float = RETRY_S) -> None:
         self.store = store
         self.settings = settings or Settings()
         self.on_report = on_report
+        self.retry_s = retry_s  # a history cut that failed to read while still there: read again after this (doubling)
         self._cond = threading.Condition()
         self._answer: Answer | None = None
         self._wake = threading.Event()
@@ -105,6 +130,8 @@ class RiskService:
         self._catch_up_from: float | None = None  # when the history fold began (monotonic)
         self._as_of_lock = threading.Lock()
         self._as_of: dict[int, Answer] = {}
+        self._released_at = 0.0  # monotonic: when freed memory was last given back
+        self._facts_made = 0     # the tracker's topic_facts_made at the last look
         self.error: str | None = None  # the thread's last failure (it tries again)
 
     @property
@@ -154,7 +181,7 @@ class RiskService:
         if snap.snapshot_id is None or snap.commit_time is None:  # a store that went back to no cut
             return False
         if self._fold is None:
-            self._fold = HistoryFold(self.warehouse, self.settings)
+            self._fold = HistoryFold(self.warehouse, self.settings, retry_s=self.retry_s)
             self._fold.extend(snapshot_rows(self.warehouse, since_ms=retention_floor(self.store.retention_ms),
                                             before_id=snap.snapshot_id))
         fold = self._fold
@@ -170,7 +197,16 @@ class RiskService:
         if fold.last_id != snap.snapshot_id:
             self._publish(Answer(fold.fold(snap, self._served_changes(fold, snap)), snap.snapshot_id,
                                  snap.commit_time, True, self._from_first))
+            made = fold.tracker.topic_facts_made
+            if made != self._facts_made and time.monotonic() - self._released_at >= RELEASE_EVERY_S:
+                self._release()
+            self._facts_made = made
         return False
+
+    def _release(self) -> None:
+        """Give freed memory back to the OS (module docstring)."""
+        self._released_at = time.monotonic()
+        release_memory(collect=False)
 
     def _catch_up(self, fold: HistoryFold, snap: Snapshot) -> bool:
         """Fold the history for up to STEP_S, keeping a provisional report of the served cut once
@@ -179,13 +215,18 @@ class RiskService:
         with served cuts."""
         if self._catch_up_from is None:
             self._catch_up_from = time.monotonic()
-        current = self._answer
-        if (current is None or current.snapshot_id != snap.snapshot_id) and \
-                time.monotonic() - self._catch_up_from >= PROVISIONAL_AFTER_S:
-            self._publish(self._provisional(snap))
         deadline = time.monotonic() + STEP_S
         while not fold.done() and time.monotonic() < deadline and not self._stop.is_set():
             fold.step()
+            if fold.stall is not None:
+                break
+        problem = None if fold.stall is None else fold.stall.describe()
+        current = self._answer
+        if (current is None or current.snapshot_id != snap.snapshot_id or current.history_problem != problem) and \
+                (problem is not None or time.monotonic() - self._catch_up_from >= PROVISIONAL_AFTER_S):
+            self._publish(self._provisional(snap, problem))
+        if fold.stall is not None:
+            return False  # nothing to do before the cut is due to be read again: the thread sleeps
         if not fold.done():
             return True
         last = fold.last_id
@@ -196,6 +237,8 @@ class RiskService:
             return True
         report = fold.fold(snap, self._served_changes(fold, snap))
         fold.close()
+        self._facts_made = fold.tracker.topic_facts_made
+        self._release()  # the history's reads and folds are done: their peak goes back to the OS
         self._catching_up = False
         self._from_first = fold.from_first
         log.info("risk history folded: %s; since is read from %s on", fold.stats, fold.tracker.origin)
@@ -214,8 +257,9 @@ class RiskService:
         return change_log(self.warehouse, version, upto_id=snap.snapshot_id, after_id=snap.snapshot_id - 1,
                           window_from_ms=(snap.commit_time or 0) - self.settings.window_ms)[1]
 
-    def _provisional(self, snap: Snapshot) -> Answer:
-        """The served cut alone, with the expiries of the window before it (module docstring)."""
+    def _provisional(self, snap: Snapshot, problem: str | None = None) -> Answer:
+        """The served cut alone, with the expiries of the window before it (module docstring);
+        `problem`: why the history is not read yet, when a cut of it failed to read."""
         version = snap.versions.get(t.ROUTE_CHANGES.name)
         changes: list[dict[str, Any]] = []
         if version is not None and snap.snapshot_id is not None:
@@ -223,7 +267,7 @@ class RiskService:
                                  window_from_ms=(snap.commit_time or 0) - self.settings.window_ms)[1]
         report = RiskTracker(self.settings).fold(Cut(snap, changes))
         return Answer(report, snap.snapshot_id, snap.commit_time, False,
-                      snap.snapshot_id == first_cut_id(self.warehouse))
+                      snap.snapshot_id == first_cut_id(self.warehouse), problem)
 
     def _publish(self, answer: Answer) -> None:
         with self._cond:
@@ -263,6 +307,9 @@ class RiskService:
             raise AsOfBusy("another asOf risk report is being folded from the history; ask again in a moment")
         try:
             return self._as_of_locked(as_of_ms=as_of_ms, snapshot_id=snapshot_id)
+        except HistoryUnreadable as exc:
+            log.warning("asOf risk report not made: %s", exc)
+            raise AsOfBusy(f"{exc}; ask again in a moment") from None
         finally:
             self._as_of_lock.release()
 
@@ -282,7 +329,10 @@ class RiskService:
             return cached
         rows = snapshot_rows(self.warehouse, since_ms=min(floor, row["commitTime"]),
                              before_id=row["snapshotId"] + 1)
-        fold = fold_history(self.warehouse, rows, self.settings)
+        try:
+            fold = fold_history(self.warehouse, rows, self.settings)
+        finally:
+            self._release()  # the fold's reads of the whole retained history
         answer = Answer(fold.tracker.report, row["snapshotId"], row["commitTime"], True, fold.from_first)
         if len(self._as_of) >= AS_OF_CACHED:
             self._as_of.pop(next(iter(self._as_of)))
@@ -349,6 +399,8 @@ def page(answer: Answer, kinds: list[str], offset: int, limit: int, query: Mappi
         "historyFrom": None if report is None else report.origin_ms, "historyComplete": answer.history_complete,
         "counts": counts, "severities": {sev: sum(counts[k.name] for k in KINDS if k.severity == sev) for sev in SEVERITIES},
         "total": total, "offset": offset, "limit": limit, "risks": risks}
+    if answer.history_problem is not None:
+        body["historyProblem"] = answer.history_problem
     if offset + limit < total:
         body["next"] = "/risks?" + urlencode({**query, "offset": offset + limit, "limit": limit})
     return body

@@ -16,7 +16,7 @@ BROKER_EXPIRED rows of route_changes. Between two consecutive `snapshots` rows, 
 row records say which tables moved (`classify`):
 
 * `ROUTE`: topic_queue, broker_addr or cluster_addr moved, or the cut committed change-log rows
-  about brokers or topics: the cut is loaded and folded, with the expiries it committed. Every
+  about brokers or topics: the cut is read and folded, with the expiries it committed. Every
   registration, expiry, unregistration, topic or permission change is here (each writes such a
   row; KV and switch rows name a namespace and do not count).
 * `LIVE`: only broker_live moved (heartbeats, with NAMESRV_LIVE_FLUSH_MS = 0 in every batch that
@@ -34,6 +34,25 @@ cuts nothing new enters either window, so each count only falls as time passes; 
 quiet cut of each run (the previous cut's topology at that cut's time, `refold`: no load) is
 enough to see a risk that cleared inside the run and make its next appearance a new run.
 
+What is read of a folded cut: what a risk reads, no whole cut. topic_queue's topic, group, perm
+and writeQueueNums (`RISK_QUEUE_COLUMNS`), read at the cut's version only when the version moved
+and only while the tracker computes its topic facts (`routeinfo.risks.TopicColumns`: dropped once
+folded, kept by the tracker as facts); broker_addr's rows (the BrokerDatas) and broker_live's
+`LIVE_COLUMNS`, small. A cut loaded whole (`SnapshotReader.load`: every table as Python rows,
+topic_queue as a TopicIndex beside the reader's copy of its files) held about three times the
+topic_queue's columns per cut at 10,000 × 100, and the process kept that peak afterwards.
+
+A cut that cannot be read
+-------------------------
+A history older than the retention has had its files vacuumed or its log entries cleaned up: a
+cut that fails to read is looked at (`version_gone`): when a version it names has left the log or
+names a data file that is no longer there, it is gone for good, and the fold begins again after
+it (the since it reads from then on may only be an upper bound: `since_at_or_before`). When its
+files are all there, the failure is taken for a passing one (a store that did not answer, a file
+read while it was being copied back): the fold waits (`stall`, said by the service's answer as
+`historyProblem` and in the log) and reads the same cut again, `RETRY_S` doubling up to
+`RETRY_MAX_S`, and gives it up as gone only after `RETRIES` tries.
+
 What `since` then says: exactly the first cut of the run, read over every retained cut, except
 for a risk that already held at the oldest cut read (the oldest retained, or the first after a
 cut that could no longer be read): its since is that cut's time and `RiskReport.since_at_or_before`
@@ -42,9 +61,11 @@ says it may have begun earlier, unless that cut is the first the warehouse ever 
 change log, so expiries in the day before the oldest cut are counted too; a DataVersion that went
 back before it is not known.
 
-Cost: one Delta load per ROUTE cut (a cut whose topic_queue version is the previous one's reuses
-its topic index), one broker_live read and an Arrow comparison per LIVE cut (about 10-20 ms each,
-most of it delta-rs loading the table's version), nothing per QUIET cut. See docs/operations.md.
+Cost: per ROUTE cut, broker_addr and broker_live read and, when its version moved, topic_queue's
+four columns (a cut whose topic_queue version is the previous one's and whose BrokerDatas are the
+same reuses the tracker's facts: nothing of topic_queue is read); one broker_live read and an
+Arrow comparison per LIVE cut (about 10-20 ms each, most of it delta-rs loading the table's
+version), nothing per QUIET cut. See docs/operations.md.
 """
 
 from __future__ import annotations
@@ -55,14 +76,15 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from conf.store import StorePath, store_path
-from routeinfo.risks import Cut, RiskReport, RiskTracker, Settings
-from routeinfo.snapshot import Snapshot
+from routeinfo.risks import RISK_QUEUE_COLUMNS, Cut, RiskReport, RiskTracker, Settings, TopicColumns
+from routeinfo.snapshot import Snapshot, build_snapshot
 from schemas import tables as t
 from snapshots.reader import SnapshotReader
 
@@ -76,6 +98,13 @@ CHANGES_VERSION = t.version_column(t.ROUTE_CHANGES)
 LIVE_VERSION = t.version_column(t.BROKER_LIVE)
 # What a risk reads of broker_live: which addresses are live (and as which id), and their DataVersions.
 LIVE_COLUMNS = ("clusterName", "brokerAddr", "brokerName", "brokerId", "dataVersion")
+# What a risk reads of broker_addr: the BrokerDatas (`build_snapshot` builds them from these).
+ADDR_COLUMNS = ("brokerName", "brokerId", "cluster", "brokerAddr", "zoneName", "enableActingMaster")
+# The tables a folded cut reads, and what `version_gone` looks at when one fails.
+READ_TABLES = (t.TOPIC_QUEUE, t.BROKER_ADDR, t.BROKER_LIVE)
+RETRY_S = 2.0       # a cut that failed to read while its files are all there: read again after this,
+RETRY_MAX_S = 60.0  # doubling up to this,
+RETRIES = 8         # and given up as gone after this many tries (about 3 minutes)
 ROW_COLUMNS = ("snapshotId", "commitTime", "sourceOffsets", *(t.version_column(x) for x in t.CUT_TABLES))
 CHANGE_COLUMNS = ("snapshotId", "kind", "time", "clusterName", "brokerName", "brokerAddr")
 
@@ -145,6 +174,43 @@ def change_log(warehouse: StorePath, version: int, *, upto_id: int, after_id: in
     return set(ids), expired
 
 
+def version_gone(warehouse: StorePath, table: t.TableDef, version: int) -> bool:
+    """Whether `table` at `version` can no longer be read, for good: its commit has left the log
+    (no commit or checkpoint file of that version in `_delta_log`: the log's cleanup) or it names a
+    data file that is no longer there (VACUUM). False when everything it names is there: a read
+    that failed then failed for another reason. Raises when the store cannot be asked (no answer
+    either way: not gone)."""
+    root = store_path(warehouse) / table.name
+    logs = root / "_delta_log"
+    stem = f"{version:020d}."
+    if not (logs / f"{stem}json").exists() and not any(f.name.startswith(stem) for f in logs.iterdir()):
+        return True
+    dt = DeltaTable(str(root), version=version)
+    paths = pa.table(dt.get_add_actions(flatten=True)).column("path").to_pylist()
+    return any(not (root / unquote(p)).exists() for p in paths)
+
+
+@dataclass(frozen=True)
+class Stall:
+    """A cut that failed to read while its files are all there (module docstring): read again at
+    `retry_at` (monotonic)."""
+
+    snapshot_id: int
+    error: str
+    tries: int
+    retry_at: float
+
+    def describe(self) -> str:
+        """What an answer says while the fold waits (no countdown: it stays the same until the next try)."""
+        return (f"cut {self.snapshot_id} of the history could not be read ({self.error}); its files are all "
+                f"there, so this is taken for a passing fault and the cut is read again (try {self.tries} of "
+                f"{RETRIES}); since is exact once it is read")
+
+
+class HistoryUnreadable(Exception):
+    """A fold asked to finish at once (`fold_history`) met a cut it could not read for now."""
+
+
 def by_cut(rows: Sequence[Mapping[str, Any]], cut_ids: Sequence[int]) -> dict[int, list[Mapping[str, Any]]]:
     """Change rows grouped under the cut that committed them: the first of `cut_ids` (ascending)
     at or after their snapshotId (a row's snapshotId is its cut's own; older ones go to the first)."""
@@ -167,27 +233,33 @@ class FoldStats:
     live_read: int = 0  # LIVE cuts whose broker_live was read
     quiet: int = 0      # cuts skipped as quiet (LIVE ones included)
     refolds: int = 0    # last quiet cut of a run, folded without a load
-    restarts: int = 0   # cuts that could not be read: the fold began again after them
+    restarts: int = 0   # cuts gone (vacuumed, or given up): the fold began again after them
+    retries: int = 0    # reads of a cut that failed while its files were all there
 
 
 class HistoryFold:
     """Folds past cuts of a warehouse into one RiskTracker, reading only the cuts that can change
     a risk (module docstring). `extend` with rows in commit order, `step` until `done`, then the
-    tracker goes on with `fold` (the cuts after the history, such as the served ones). One
-    thread; `close` drops what loading kept (the last cut, the reader's files)."""
+    tracker goes on with `fold` (the cuts after the history, such as the served ones). While a cut
+    fails to read but is still there, `stall` says so and `step` does nothing until it is due to
+    be read again (`retry_s`, doubling). One thread; `close` drops what reading kept (the
+    reader's files of broker_addr and broker_live, and its table handles)."""
 
-    def __init__(self, warehouse: StorePath, settings: Settings | None = None) -> None:
+    def __init__(self, warehouse: StorePath, settings: Settings | None = None, *, retry_s: float = RETRY_S) -> None:
         self.warehouse = store_path(warehouse)
         self.settings = settings or Settings()
         self.tracker = RiskTracker(self.settings)
         self.stats = FoldStats()
+        self.retry_s = retry_s
+        self.stall: Stall | None = None
         self._reader: SnapshotReader | None = SnapshotReader(self.warehouse)
+        self._topic_queue: DeltaTable | None = None  # topic_queue's handle, loaded at each version read
         self._rows: list[dict[str, Any]] = []
         self._changes: dict[int, list[Mapping[str, Any]]] = {}  # cut id -> the expiries it committed
         self._route_ids: set[int] = set()  # cuts that committed change-log rows about brokers or topics
         self._next = 0
         self._before: dict[str, Any] | None = None  # the last row stepped over (folded or quiet)
-        self._snap: Snapshot | None = None          # the last cut folded
+        self._snap: Snapshot | None = None          # the last cut folded (its topic_queue as TopicColumns, released)
         self._live: pa.Table | None = None          # its LIVE_COLUMNS, sorted
         self._quiet: dict[str, Any] | None = None   # the last quiet row since then
         self._origin_id: int | None = None          # the tracker's first cut
@@ -236,24 +308,55 @@ class HistoryFold:
         return self._next >= len(self._rows)
 
     def step(self) -> None:
-        """Step over the next row: fold it, or skip it as quiet."""
+        """Step over the next row: fold it, or skip it as quiet; while stalled and not yet due to
+        read the failed cut again, nothing."""
+        if self.stall is not None and time.monotonic() < self.stall.retry_at:
+            return
         row = self._rows[self._next]
-        self._next += 1
         try:
             self._step(row)
-        except Exception as exc:  # files vacuumed, a log entry cleaned up: begin again after it
-            log.warning("risk history: cut %s could not be read (%s: %s); since is read from the next cut on",
-                        row["snapshotId"], type(exc).__name__, exc)
-            self.stats.restarts += 1
-            self.tracker = RiskTracker(self.settings)
-            self._snap = self._live = self._quiet = self._origin_id = None
-            self._reader = None
-            self._before = row
-            self._changes.pop(row["snapshotId"], None)
-            self._route_ids.discard(row["snapshotId"])
+        except Exception as exc:
+            self._failed(row, exc)
+            return
+        self._next += 1
+        self.stall = None
+
+    def _failed(self, row: dict[str, Any], exc: Exception) -> None:
+        """A cut that failed to read: gone for good (vacuumed, cleaned up: begin again after it), or
+        still there (wait and read it again, up to RETRIES tries; module docstring)."""
+        cut_id = int(row["snapshotId"])
+        error = f"{type(exc).__name__}: {exc}"
+        try:
+            gone = any(version_gone(self.warehouse, table, row[t.version_column(table)]) for table in READ_TABLES)
+        except Exception as probe:  # the store does not answer: no sign that anything is gone
+            log.info("risk history: could not tell whether cut %s is still there (%s: %s)", cut_id,
+                     type(probe).__name__, probe)
+            gone = False
+        tries = self.stall.tries + 1 if self.stall is not None and self.stall.snapshot_id == cut_id else 1
+        if not gone and tries < RETRIES:
+            delay = min(RETRY_MAX_S, self.retry_s * 2 ** (tries - 1))
+            self.stall = Stall(cut_id, error, tries, time.monotonic() + delay)
+            self.stats.retries += 1
+            log.warning("risk history: cut %s could not be read (%s) though its files are all there: a passing "
+                        "fault, read again in %.0f s (try %d of %d); since stays exact", cut_id, error, delay, tries,
+                        RETRIES)
+            return
+        log.warning("risk history: cut %s could not be read (%s)%s; since is read from the next cut on", cut_id, error,
+                    "" if gone else f", still after {tries} tries")
+        self.stall = None
+        self._next += 1
+        self.stats.restarts += 1
+        self.tracker = RiskTracker(self.settings)
+        self._snap = self._live = self._quiet = self._origin_id = None
+        self._reader = None
+        self._topic_queue = None
+        self._before = row
+        self._changes.pop(cut_id, None)
+        self._route_ids.discard(cut_id)
 
     def _step(self, row: dict[str, Any]) -> None:
         kind = ROUTE if self._snap is None else classify(self._before, row, row["snapshotId"] in self._route_ids)
+        live = None
         if kind == LIVE:
             self.stats.live_read += 1
             live = self._live_columns(row[LIVE_VERSION])
@@ -264,13 +367,39 @@ class HistoryFold:
             self._quiet = row
             self._before = row
             return
-        snap = self.reader.load(row, previous=self._snap)
-        live = self._live_columns(row[LIVE_VERSION])
-        self.fold(snap, self._changes.pop(row["snapshotId"], ()))
+        if live is None:
+            live = self._live_columns(row[LIVE_VERSION])
+        snap = self._cut(row, live)
+        self.fold(snap, self._changes.get(row["snapshotId"], ()))
+        assert isinstance(snap.topics, TopicColumns)
+        snap.topics.release()  # the tracker keeps its facts; the columns go
+        self._changes.pop(row["snapshotId"], None)
         self._route_ids.discard(row["snapshotId"])
         self._live = live
         self._before = row
         self.stats.loaded += 1
+
+    def _cut(self, row: dict[str, Any], live: pa.Table) -> Snapshot:
+        """The cut `row` names as the risks read it (module docstring): its topic_queue as
+        TopicColumns (the last cut's when the version is the same: read again only if the tracker
+        needs it), its BrokerDatas and live entries; the tables no risk reads left empty."""
+        version = row[t.version_column(t.TOPIC_QUEUE)]
+        last = None if self._snap is None else self._snap.topics
+        topics = last if isinstance(last, TopicColumns) and last.key == version else \
+            TopicColumns(version, lambda: self._topic_table(version))
+        addr = self.reader.read_table(t.BROKER_ADDR, row[t.version_column(t.BROKER_ADDR)]).select(list(ADDR_COLUMNS))
+        tables: dict[str, Any] = {x.name: [] for x in t.STATE_TABLES}
+        tables.update({t.TOPIC_QUEUE.name: topics, t.BROKER_ADDR.name: addr.to_pylist(), t.BROKER_LIVE.name: live.to_pylist()})
+        return build_snapshot(row, tables)
+
+    def _topic_table(self, version: int) -> pa.Table:
+        """topic_queue's RISK_QUEUE_COLUMNS at `version`, read whole (no copy of its files is kept)."""
+        dt = self._topic_queue
+        if dt is None:
+            dt = self._topic_queue = DeltaTable(str(self.warehouse / t.TOPIC_QUEUE.name), version=version)
+        elif dt.version() != version:
+            dt.load_as_version(version)
+        return dt.to_pyarrow_dataset().to_table(columns=list(RISK_QUEUE_COLUMNS))
 
     def refold(self) -> None:
         """Fold the last quiet cut since the last fold, as the last folded cut at its time."""
@@ -298,8 +427,9 @@ class HistoryFold:
         return table.sort_by([(c, "ascending") for c in LIVE_COLUMNS])
 
     def close(self) -> None:
-        """Drop the loaded cut and the reader's files (the tracker's state stays)."""
+        """Drop the reader's files and handles and the last live columns (the tracker's state stays)."""
         self._reader = None
+        self._topic_queue = None
         self._live = None
         self._rows = self._rows[self._next:]
         self._next = 0
@@ -307,10 +437,15 @@ class HistoryFold:
 
 def fold_history(warehouse: StorePath, rows: Sequence[dict[str, Any]], settings: Settings | None = None) -> HistoryFold:
     """Every row of `rows` stepped over (the cuts up to one asked about): the fold, its tracker's
-    last report the answer for the last row when that row was folded (a quiet last row: `refold`)."""
+    last report the answer for the last row when that row was folded (a quiet last row: `refold`).
+    HistoryUnreadable when a cut fails to read while its files are all there: an answer now would
+    date risks from after it, so the caller is told to ask again instead."""
     fold = HistoryFold(warehouse, settings)
     fold.extend(rows)
     while not fold.done():
         fold.step()
+        if fold.stall is not None:
+            raise HistoryUnreadable(fold.stall.describe())
     fold.refold()
+    fold.close()
     return fold

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -23,13 +24,14 @@ from schemas import events as ev
 from schemas import tables as t
 from serving import lifecycle, metrics
 from serving.app import create_app
-from serving.risks import EXTENSION, RiskService, page
+from serving.risks import EXTENSION, AsOfBusy, RiskService, page
 from snapshots import cutfile, mapped
 from snapshots.reader import SnapshotReader
 from snapshots.risk_history import fold_history, snapshot_rows
 from snapshots.store import SnapshotStore
 from tests.delta_history import SinkDriver
 from tests.helpers import DEFAULTS, reg, topics, wait
+from tests.serving.test_risks_history import replaced_file
 
 A0, A1, B0, C0 = "10.1.0.1:10911", "10.1.0.2:10911", "10.1.1.1:10911", "10.1.2.1:10911"
 
@@ -195,6 +197,39 @@ def test_a_cut_loaded_from_delta_answers_as_the_mapped_one(served):
         assert ours == get(app)[1]
     finally:
         service.close()
+
+
+def test_a_history_cut_that_fails_to_read_is_read_again_and_the_answer_says_so(served, tmp_path):
+    """A transient read error while the history is read (a data file of a past cut unreadable for
+    a while, not vacuumed): the answer stays provisional and says why, an asOf is a 503 to ask
+    again, and once the file reads again the history completes with the since the intact history
+    gives (not `sinceAtOrBefore` from a cut after it, as when every read error was taken for a vacuum)."""
+    app, cfg = served
+    warehouse = tmp_path / "delta"
+    shutil.copytree(cfg.warehouse, warehouse)
+    path, _, _ = replaced_file(warehouse)
+    kept = path.read_bytes()
+    path.write_bytes(b"not parquet")
+    store = SnapshotStore(SnapshotReader(warehouse), 3600.0, retention_ms=DEFAULTS.history_retention_ms)
+    store.refresh()
+    service = RiskService(store, retry_s=0.05)
+    kinds = [k.name for k in core.KINDS]
+    try:
+        stalled = wait(lambda: (service.newest() or None) and service.newest().history_problem and service.newest(),
+                       30, "the answer says the history could not be read")
+        body = page(stalled, kinds, 0, 100, {})
+        assert body["historyComplete"] is False and "could not be read" in body["historyProblem"]
+        assert "read again" in body["historyProblem"]
+        with pytest.raises(AsOfBusy, match="ask again"):
+            service.as_of(snapshot_id=store.current.snapshot_id - 1)
+        path.write_bytes(kept)
+        done = wait(lambda: (service.newest() or None) and service.newest().history_complete and service.newest(),
+                    30, "the risk history folded")
+        body = page(done, kinds, 0, 100, {})
+    finally:
+        service.close()
+    assert "historyProblem" not in body
+    assert body == get(app)[1]  # the intact history's answer, since and all
 
 
 def test_a_risk_held_at_the_oldest_retained_cut_may_have_begun_before(tmp_path):

@@ -5,9 +5,11 @@ behind GET /risks folds that history, then the served cuts, and sets the gauges.
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from deltalake import DeltaTable
@@ -16,7 +18,19 @@ from routeinfo.risks import Cut, Settings, report_from_scratch
 from schemas import events as ev
 from schemas import tables as t
 from snapshots.reader import SnapshotReader
-from snapshots.risk_history import LIVE, QUIET, ROUTE, change_log, classify, fold_history, snapshot_rows
+from snapshots.risk_history import (
+    LIVE,
+    QUIET,
+    RETRIES,
+    ROUTE,
+    HistoryFold,
+    HistoryUnreadable,
+    change_log,
+    classify,
+    fold_history,
+    snapshot_rows,
+    version_gone,
+)
 from tests.delta_history import SinkDriver
 from tests.helpers import hb, reg, topics
 
@@ -137,3 +151,89 @@ def test_risks_at_the_oldest_cut_read_say_so(history):
     assert report is not None and report.origin_ms == rows[2]["commitTime"]
     flagged = {r.id for r in report.risks() if report.since_at_or_before(r)}
     assert "no-live-slave:b" in flagged and "single-zone-topic:T1" not in flagged
+
+
+# ---------------------------------------------------------------- a cut that fails to read
+
+
+def replaced_file(warehouse: Path) -> tuple[Path, int, int]:
+    """A topic_queue data file that a cut of the history reads and the newest version no longer
+    names (what VACUUM removes once it is old enough); the index of the first row whose version
+    names it, and of the first row after that whose version does not."""
+    rows = snapshot_rows(warehouse)
+    table = warehouse / t.TOPIC_QUEUE.name
+    named: dict[int, set[str]] = {}
+
+    def files(k: int) -> set[str]:
+        version = rows[k][t.version_column(t.TOPIC_QUEUE)]
+        if version not in named:
+            named[version] = set(DeltaTable(str(table), version=version).get_add_actions(flatten=True)
+                                 .column("path").to_pylist())
+        return named[version]
+
+    first, name = next((k, n) for k in range(len(rows)) for n in sorted(files(k) - files(len(rows) - 1)))
+    after = next(k for k in range(first, len(rows)) if name not in files(k))
+    return table / unquote(name), first, after
+
+
+def step_until(fold: HistoryFold, done, limit: int = 500) -> None:
+    for _ in range(limit):
+        if done():
+            return
+        fold.step()
+    raise AssertionError(f"not reached in {limit} steps: {fold.stats}, stall {fold.stall}")
+
+
+def test_a_cut_that_fails_to_read_while_its_files_are_there_is_read_again(history, tmp_path):
+    """A transient read error (here a data file whose bytes are garbage for a while) is not a
+    vacuumed history: the fold waits and reads the same cut again, and since stays exact; a cut
+    whose file is really gone begins the fold again after it, since then only an upper bound."""
+    warehouse, rows, _ = history
+    intact = fold_history(warehouse, rows, SETTINGS).tracker.report
+    copy = tmp_path / "delta"
+    shutil.copytree(warehouse, copy)
+    path, first, after = replaced_file(copy)
+    assert first == 0, "the first cut reads the file"
+    kept = path.read_bytes()
+    path.write_bytes(b"not parquet")  # unreadable, but there: a fault that passes
+    assert not version_gone(copy, t.TOPIC_QUEUE, rows[0][t.version_column(t.TOPIC_QUEUE)])
+    with pytest.raises(HistoryUnreadable, match=f"cut {rows[0]['snapshotId']} .*read again"):
+        fold_history(copy, rows, SETTINGS)  # an asOf fold says so rather than answer without that cut
+
+    fold = HistoryFold(copy, SETTINGS, retry_s=0.01)
+    fold.extend(rows)
+    fold.step()
+    assert fold.stall is not None and fold.stall.snapshot_id == rows[0]["snapshotId"] and fold.stall.tries == 1
+    assert fold.stats.restarts == 0 and fold.last_id is None
+    fold.step()  # not due yet: nothing happens
+    assert fold.stall.tries == 1
+    time.sleep(0.02)
+    fold.step()
+    assert fold.stall is not None and fold.stall.tries == 2
+    path.write_bytes(kept)  # the store answers again
+    time.sleep(0.05)
+    step_until(fold, fold.done)
+    fold.refold()
+    assert fold.stall is None and fold.stats.restarts == 0 and fold.stats.retries == 2
+    assert fold.from_first and fold.tracker.report is not None
+    assert shown(fold.tracker.report.risks()) == shown(intact.risks())
+
+    path.unlink()  # vacuumed: every version that names the file is gone for good
+    assert version_gone(copy, t.TOPIC_QUEUE, rows[0][t.version_column(t.TOPIC_QUEUE)])
+    fold = fold_history(copy, rows, SETTINGS)
+    report = fold.tracker.report
+    assert fold.stats.restarts == after and fold.stats.retries == 0 and not fold.from_first
+    assert report is not None and report.origin_ms == rows[after]["commitTime"]
+    assert report.since_at_or_before(next(r for r in report.risks() if r.id == "no-live-slave:b"))
+
+
+def test_a_cut_that_never_reads_is_given_up_after_its_tries(history, tmp_path):
+    warehouse, rows, _ = history
+    copy = tmp_path / "delta"
+    shutil.copytree(warehouse, copy)
+    path, _, _ = replaced_file(copy)
+    path.write_bytes(b"not parquet")
+    fold = HistoryFold(copy, SETTINGS, retry_s=0.0)
+    fold.extend(rows)
+    step_until(fold, lambda: fold.stats.restarts > 0, limit=RETRIES + 1)
+    assert fold.stall is None and fold.stats.retries == RETRIES - 1 and fold.last_id == rows[0]["snapshotId"]
