@@ -455,12 +455,17 @@ def _topic_facts(snap: Snapshot) -> tuple[dict[str, _TopicFacts], dict[str, bool
 
 def _without_own_topics(facts: _TopicFacts) -> _TopicFacts:
     """Single-group topics less each group's own topic (named after the one group it is on). Each
-    name is looked up among the groups' names (a hash of the groups), not compared with a copy of
-    its group's name per topic: a million single-group topics made a million-string array here."""
+    name is looked up among the distinct labels (a hash of the groups' names) and compared with
+    its own label's number, not with a copy of its group's name per topic: a million single-group
+    topics made a million-string array here. (Labels may repeat: over a mapped file `where` names
+    a topic's route body, and a group's bodies each carry its name.)"""
     if not len(facts):
         return facts
-    named = pc.index_in(facts.names, value_set=pa.array(list(facts.labels), pa.large_string()))
-    own = named.fill_null(-1).to_numpy(zero_copy_only=False) == facts.where
+    labels = pa.array(list(facts.labels), pa.large_string())
+    distinct = pc.unique(labels)
+    label_no = pc.index_in(labels, value_set=distinct).to_numpy(zero_copy_only=False)
+    named = pc.index_in(facts.names, value_set=distinct).fill_null(-1).to_numpy(zero_copy_only=False)
+    own = named == label_no[facts.where]
     if not own.any():
         return facts
     keep = ~own

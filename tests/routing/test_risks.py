@@ -132,6 +132,14 @@ def test_a_groups_own_topic_is_not_single_group(tmp_path: Path):
     cutfile.write_cut(cut, tmp_path / "c.cut")
     with cutfile.CutFile.open(tmp_path / "c.cut") as f:
         assert [r.id for r in RiskTracker().fold(Cut(mapped.mapped_snapshot(f))).risks()] == expected
+    # a mapped file's facts name each topic's body, and several bodies share a group: b's own
+    # topic has a body of its own beside Solo's (another perm), both labelled b
+    queues = {"Solo": {"b": 6}, "a": {"a": 7}, "b": {"b": 7}, "Base": {"a": 6, "b": 6}}
+    cut = snap([Group("a"), Group("b")], queues)
+    assert [r.id for r in risks.current_risks(cut)] == expected
+    cutfile.write_cut(cut, tmp_path / "d.cut")
+    with cutfile.CutFile.open(tmp_path / "d.cut") as f:
+        assert [r.id for r in RiskTracker().fold(Cut(mapped.mapped_snapshot(f))).risks()] == expected
 
 
 def test_no_writable_queue_per_topic_is_not_single_group_and_no_write_queue_numbers_is_not_writable():
