@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from conf import Config, load_config
+from conf import Config, heapdump, load_config
 from conf.logs import setup_logging
 from conf.version import argument_parser
 from remoting import acl, codes, processes
@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     argument_parser("namesrv-remoting", "The RocketMQ remoting front (TCP) over the Delta warehouse.").parse_args(argv)
     cfg = load_config()
     setup_logging(cfg.log_format)
+    heapdump.install("remoting", cfg.log_dir)  # off unless NAMESRV_TRACEMALLOC asks (a profiling run)
     if cfg.remoting_port == 0:
         log.error("NAMESRV_REMOTING_PORT=0 turns the remoting front off; nothing to run")
         return 2

@@ -42,7 +42,7 @@ from typing import Any
 
 from flask import Flask
 
-from conf import Config, load_config
+from conf import Config, heapdump, load_config
 from conf.logs import setup_logging
 from schemas.fields import InvalidInput
 from schemas.metrics import FAST_PATH_ENDPOINT, ServerMetrics
@@ -312,6 +312,7 @@ def application_factory() -> Front:
     served-cut notifier registered on its store first."""
     cfg = load_config()
     setup_logging(cfg.log_format)
+    heapdump.install("http", cfg.log_dir)  # off unless NAMESRV_TRACEMALLOC asks (a profiling run)
     app = create_app(cfg)
     served = ServedCuts(app.extensions[EXTENSION])  # a listener of the store: before it starts
     lifecycle.start(app)

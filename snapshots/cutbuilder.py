@@ -42,8 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from conf import Config, load_config
+from conf import Config, heapdump, load_config
 from conf.logs import setup_logging
+from conf.memory import release_memory
 from conf.processes import process_start
 from conf.version import argument_parser
 from routeinfo.snapshot import Snapshot
@@ -216,6 +217,9 @@ class CutBuilder:
         self._written, self._known, self._held = written, True, snap.snapshot_id
         self.last, self.last_error = stats, None
         removed = self._prune(written.index_path.name)
+        # the write's transient buffers (encoding, hashing, the JSON of the head), given back: about
+        # 10 ms, and at 10,000 × 100 the builder kept 160 MiB freed but not returned (conf/heapdump)
+        release_memory(collect=False)
         if self.status is not None:
             self.status.succeeded(snap.snapshot_id, wrote=True)
         log.info("cut %s written to %s: %d topics, %d bodies, head %.1f MiB, index part %s %s (%.1f MiB), reused %s, "
@@ -337,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         .parse_args(argv)
     cfg = load_config()
     setup_logging(cfg.log_format)
+    heapdump.install("cutbuilder", cfg.log_dir)  # off unless NAMESRV_TRACEMALLOC asks (a profiling run)
     stopping = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())

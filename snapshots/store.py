@@ -302,6 +302,11 @@ class SnapshotStore:
             return False
         self.cut_problem = None
         self.current = snap  # atomic reference swap; the old mappings go with their last answer
+        if time.monotonic() - self._released >= RELEASE_EVERY_S:
+            # what the old cut's rows and the parse of the new head freed, given back to the host
+            # (a front at 10,000 × 100 kept about 170 MiB freed but not returned: conf/heapdump)
+            self._released = time.monotonic()
+            release_memory(collect=False)
         return True
 
     def _announced_cut(self) -> dict[str, Any] | None:
