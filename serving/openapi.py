@@ -152,6 +152,9 @@ SCHEMAS: dict[str, Any] = {
         "historyFrom": {"type": ["integer", "null"], "description": "epoch ms of the oldest cut since was read from"},
         "historyComplete": {"type": "boolean", "description": "false while the server still reads the history at its "
                                                               "start: since is then the served cut's"},
+        "historyProblem": {"type": "string", "description": "present while a cut of the history could not be read "
+                                                            "for now (its files are all there): it is read again, and "
+                                                            "since is exact once it is"},
         "counts": {"type": "object", "additionalProperties": {"type": "integer"},
                    "description": "risks per kind, every kind, unfiltered"},
         "severities": {"type": "object", "additionalProperties": {"type": "integer"},
