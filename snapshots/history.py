@@ -48,7 +48,8 @@ class History:
                 raise LookupError(f"snapshot {row['snapshotId']} is older than the history retention "
                                   f"({self.retention_ms // 3_600_000} h)")
             cached = self._cache.get(row["snapshotId"])
-            if cached is not None:
+            # after a warehouse restore, ids are committed again by other cuts: the commit time tells
+            if cached is not None and cached[0].commit_time == row["commitTime"]:
                 return cached[0]
             served = self._served()
             try:

@@ -38,3 +38,23 @@ def test_past_cuts_are_kept_within_a_row_budget(tmp_path, monkeypatch):
     assert rows[4][t.version_column(t.TOPIC_QUEUE)] == rows[-1][t.version_column(t.TOPIC_QUEUE)]
     assert h.cut(snapshot_id=ids[4]).topics is served.topics
     assert h.cached() == [ids[0], ids[1], ids[4]]
+
+
+def test_a_cached_cut_is_not_answered_for_another_cut_with_its_id(tmp_path):
+    """After a warehouse restore, ids are committed again by other cuts: a cached cut whose commit
+    time is not the row's is loaded again, not answered."""
+    import dataclasses
+
+    d = SinkDriver(tmp_path / "delta")
+    now = int(time.time() * 1000)
+    d.run_batch([reg("g0", 0, "10.0.0.1:10911", tps=topics("A"))], now)
+    d.run_batch([reg("g1", 0, "10.0.0.2:10911", tps=topics("B"))], now + 1)
+    rows = snapshot_rows(tmp_path / "delta")
+    served = SnapshotReader(tmp_path / "delta").load(rows[-1])
+    h = History(tmp_path / "delta", DEFAULTS.history_retention_ms, lambda: served)
+    first = h.cut(snapshot_id=rows[0]["snapshotId"])
+    assert h.cut(snapshot_id=rows[0]["snapshotId"]) is first  # the cache answers the same cut
+    stale = dataclasses.replace(first, commit_time=first.commit_time - 60_000)  # the pre-restore cut of that id
+    h._cache[rows[0]["snapshotId"]] = (stale, 0)
+    again = h.cut(snapshot_id=rows[0]["snapshotId"])
+    assert again is not stale and again.commit_time == rows[0]["commitTime"]
