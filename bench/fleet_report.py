@@ -18,11 +18,13 @@ FLEET_PLOT = ROOT / "docs" / "fleet-cost.png"
 
 # What comes next for a target not reached, read from its profile (docs/scaling.md, records 21-23).
 NEXT = {
-    "register": "a liveness-only cut still rewrites the host's whole cut file (the cut builder, `other` here "
-                "until 2026-11-27, `cutbuilder` since) and makes every serving process map it and read its live "
-                "table again: the live table in a small file of its own beside the route bodies; then the "
-                "front's per-request Python and the embedded Kafka's per-record cost",
-    "heartbeat": "the same path as a re-registration past the front: a liveness flush rewrites the whole cut file",
+    "register": "the cut builder and the serving processes' per-cut work (a liveness-only cut rewrote the whole "
+                "cut file and every serving process read it again; since 2026-11-28 only its small head) and the "
+                "front's per-request Python (its largest line, 30 % of it at 10,000 brokers, a set lookup since "
+                "2026-11-28): this row's figures are from before both, re-measure; then the embedded Kafka's "
+                "per-record cost and the job's per-batch fixed cost",
+    "heartbeat": "the same path as a re-registration past the front (the row above): re-measure after the cut file "
+                 "in parts (2026-11-28)",
     "memory": "the job's JVM (its heap at the 1 GiB floor where the model asks less: 256 MiB with no cut yet) and its "
               "Python processes hold most of it, then the embedded Kafka's JVM: a lower heap floor for small "
               "fleets, and the serving processes' own heaps (below)",
@@ -47,9 +49,15 @@ NEXT = {
             "this fleet on this machine either (its row). Lookups and refusals answered by more than one front "
             "process over one shared cut (docs/scaling.md, decision record: one copy of the cut per host), so "
             "the process that publishes is not the one that answers",
-    "serving_memory": "the cut file they share is 68 MiB at this size, so nearly all of each serving process's "
-                      "PSS is its own heap; what holds it is not profiled yet: a heap profile (tracemalloc) of "
-                      "the HTTP server, the front and the cut builder at 10,000 × 100 is next",
+    "serving_memory": "a heap profile by hand at 10,000 × 100 (2026-11-28, conf/heapdump with "
+                      "NAMESRV_TRACEMALLOC): the three processes hold 277-286 MiB before any broker registers, "
+                      "their imports (pyarrow's compute, dataset and parquet 52 MiB, pandas 49, flask 19, deltalake "
+                      "13, where each loads them); the front holds the bodies of registrations waiting for their "
+                      "cut (190 MiB at 10,000 brokers); each kept 90-200 MiB freed but not given back (given back "
+                      "since 2026-11-28: the front 414 -> 244 MiB, the builder 430 -> 270 by hand; the HTTP server "
+                      "restarted 648 -> 332 with the risk history's narrower reads). Next: the front lets go of a "
+                      "registration's body while it waits for the cut, and the mapped serving path imports no "
+                      "Delta, pandas or Arrow dataset modules",
     "wave_lookups": "the front answers lookups on the loop that also takes the wave's registrations and waits "
                     "for their cuts: lookups answered by a front process that takes no registrations "
                     "(NAMESRV_REMOTING_PROCESSES on a host with a core to spare)",
