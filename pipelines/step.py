@@ -315,10 +315,10 @@ def _changes_row(group: str | None, broker_name: str | None, changes: list[dict[
         rows.append({"time": c["time"], "kind": c["kind"], "clusterName": c.get("clusterName"),
                      "brokerName": broker_name, "brokerAddr": c.get("brokerAddr"), "brokerId": c.get("brokerId"),
                      "topic": c.get("topic"), "namespace": c.get("namespace"), "key": c.get("key"),
-                     "before": None if c["before"] is None else json.dumps(c["before"], sort_keys=True),
-                     "after": None if c["after"] is None else json.dumps(c["after"], sort_keys=True),
+                     "before": None if c["before"] is None else out_rows.dumps_sorted(c["before"]),
+                     "after": None if c["after"] is None else out_rows.dumps_sorted(c["after"]),
                      "partition": partition, "offset": offset})
-    return out_rows.row(group, out_rows.ROUTE_CHANGES, json.dumps(rows, separators=(",", ":")))
+    return out_rows.row(group, out_rows.ROUTE_CHANGES, out_rows.dumps_compact(rows))
 
 
 def step_input(events: Any, buckets: int) -> Any:
