@@ -29,7 +29,7 @@ from conf import Config
 from eventlog.publisher import EventPublisher
 from liveness.coalescing import Coalescer
 from remoting import acl, bodies, codes, replies, requests
-from remoting.protocol import MAX_FRAME_BYTES, Command, FrameError, decode, encode_response_parts, next_frame
+from remoting.protocol import MAX_FRAME_BYTES, Asked, Command, FrameError, decode, encode_response_parts, next_frame
 from remoting.publish import PublishFailed, PublishPipeline
 from remoting.replies import Reply, error, ok
 from remoting.served import ServedWaiter
@@ -123,7 +123,7 @@ class Connection(asyncio.Protocol):
         if used:
             del self._buf[:used]
 
-    def answer(self, cmd: Command, reply: Reply) -> None:
+    def answer(self, cmd: Command | Asked, reply: Reply) -> None:
         if cmd.oneway or self.transport is None or self.transport.is_closing():
             return
         self.last_active = time.monotonic()  # idle is neither read nor written, as Netty's IdleStateHandler(0, 0, 120)
@@ -352,11 +352,12 @@ class Front:
                 for _ in range(min(WRITES_PER_TURN, len(self._arrived))):
                     conn, cmd, started = self._arrived.popleft()
                     self._spawn(self._write(conn, cmd, self._writes[cmd.code], started))
+                del cmd  # the last one started is its write's: not held over the turn
                 await asyncio.sleep(0)
         finally:
             self._starting = False
 
-    def _answer(self, conn: Connection, cmd: Command, reply: Reply, started: float) -> None:
+    def _answer(self, conn: Connection, cmd: Command | Asked, reply: Reply, started: float) -> None:
         conn.answer(cmd, reply)
         self.metrics.answered(cmd.code, reply.code, time.perf_counter() - started)
 
@@ -373,18 +374,24 @@ class Front:
 
     async def _write(self, conn: Connection, cmd: Command,
                      handler: Callable[[Connection, Command], Awaitable[Reply]], started: float) -> None:
+        """Run a write and answer it. Only `asked` stays here while the write waits (for Kafka,
+        for its cut): the request itself is the handler's, which lets go of its body once decoded
+        (`_register`)."""
+        asked = cmd.asked
         try:
-            reply = await handler(conn, cmd)
+            work = handler(conn, cmd)
+            del cmd
+            reply = await work
         except (InvalidInput, bodies.BodyError, PublishFailed) as exc:
             reply = error(codes.SYSTEM_ERROR, str(exc))
         except requests.NotAllowed as exc:
             reply = error(codes.NO_PERMISSION, str(exc))
         except Exception as exc:  # answered like Java's exceptionSimpleDesc; the front keeps serving
-            log.exception("code %d from %s failed", cmd.code, conn.peer)
+            log.exception("code %d from %s failed", asked.code, conn.peer)
             reply = error(codes.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"[:300])
         finally:
             self.in_flight -= 1
-        self._answer(conn, cmd, reply, started)
+        self._answer(conn, asked, reply, started)
 
     # ------------------------------------------------------------ broker requests
 
@@ -403,6 +410,10 @@ class Front:
         return replies.data_version(self.store.current, cmd.ext, asked)
 
     async def _register(self, conn: Connection, cmd: Command) -> Reply:
+        """REGISTER_BROKER. A registration that waits for its cut holds only what its answer needs
+        (names, id, coordinates): the request (its body) is let go once decoded, the decoded event
+        once published; a repeat waiting for the registration it names (`_repeat_unserved`) holds
+        its request, whose body is published whole should the named one not show."""
         fingerprint = requests.fingerprint(cmd)
         mine = conn.registered.get((cmd.ext.get("clusterName") or "", cmd.ext.get("brokerAddr") or ""))
         repeat = mine is not None and mine.fingerprint == fingerprint
@@ -415,6 +426,7 @@ class Front:
                 if answer is not None:
                     return answer
         event = ev.Fingerprinted(requests.registration(cmd, _now_ms(), validate=not repeat), fingerprint)
+        del cmd  # decoded: its body (tens of KB at 100 topics) is not held while this waits
         key = (event["clusterName"], event["brokerAddr"])
         # §3.2.7, answered as RocketMQ does; judged on the served cut unless this connection has just
         # registered the same id (a full registration the cut may not show yet)
@@ -450,9 +462,11 @@ class Front:
             # broker gone at once): RocketMQ, which registers before it sees the close, unregisters it
             self._unregister_closed(key, conn, conn.registered[key])
             return Reply(codes.SUCCESS)
-        snap = (await self._waiter.served(coords, mark)) if changes and not stale else self.store.current
         # a refused epoch gets an empty result, as in RocketMQ
-        return _registered(snap, event["brokerName"], event["clusterName"], None if stale else event["brokerId"])
+        name, cluster, broker_id = event["brokerName"], event["clusterName"], None if stale else event["brokerId"]
+        del event  # published (Kafka has it): its topic table is not held while this waits for its cut
+        snap = (await self._waiter.served(coords, mark)) if changes and not stale else self.store.current
+        return _registered(snap, name, cluster, broker_id)
 
     def _repeat_form(self, mine: Registered) -> str:
         """How a repeat of `mine` goes out (`mine` being recent enough that the events topic's

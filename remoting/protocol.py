@@ -57,6 +57,26 @@ class Command:
     def is_response(self) -> bool:
         return bool(self.flag & RESPONSE_FLAG)
 
+    @property
+    def asked(self) -> Asked:
+        return Asked(self.code, self.opaque, self.flag)
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What answering a request needs of it: its code (for the metrics), opaque and flag. A write
+    waiting for the served cut keeps this, not its Command, whose body it has decoded: held by
+    10,000 registrations of 100 topics waiting together, the bodies (19 KB each) and their decoded
+    events (49 KB) were most of the front's memory."""
+
+    code: int
+    opaque: int
+    flag: int = 0
+
+    @property
+    def oneway(self) -> bool:
+        return bool(self.flag & ONEWAY_FLAG)
+
 
 def next_frame(buf: bytearray | bytes, max_frame_bytes: int = MAX_FRAME_BYTES, start: int = 0) -> tuple[bytes, int] | None:
     """The first complete frame in `buf[start:]` (without its length field) and the bytes it

@@ -129,7 +129,11 @@ class PublishPipeline:
                 results: list[Any] = list(self._publish_sync([events for events, _ in queued]))
             except PublishFailed as exc:
                 results = [exc] * len(queued)
-            for (_, done), result in zip(queued, results, strict=True):
+            settled = [(done, result) for (_, done), result in zip(queued, results, strict=True)]
+            # acknowledged: the events (their encodings went with the publisher's call) are not
+            # held by this thread over the next round's publish
+            del queued
+            for done, result in settled:
                 loop.call_soon_threadsafe(_settle, done, result)
 
     def _connect_publisher(self) -> None:
