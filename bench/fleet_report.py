@@ -58,9 +58,12 @@ NEXT = {
                       "13, where each loads them); the front holds the bodies of registrations waiting for their "
                       "cut (190 MiB at 10,000 brokers); each kept 90-200 MiB freed but not given back (given back "
                       "since 2026-11-28: the front 414 -> 244 MiB, the builder 430 -> 270 by hand; the HTTP server "
-                      "restarted 648 -> 332 with the risk history's narrower reads). Next: the front lets go of a "
-                      "registration's body while it waits for the cut, and the mapped serving path imports no "
-                      "Delta, pandas or Arrow dataset modules",
+                      "restarted 648 -> 332 with the risk history's narrower reads). Since this run a registration waiting for "
+                      "its cut holds about 4 KB, not its 64 KB body and event (the front's peak in a 10,000 × 100 "
+                      "wave 428 -> 373 MiB by hand, 2026-11-28); what is left of that peak is the wave's arrival "
+                      "burst, 10,000 bodies read before they are decoded. Next: the front stops reading a "
+                      "connection while its writes queue (the bytes wait in the kernel's socket buffers), and the "
+                      "mapped serving path imports no Delta, pandas or Arrow dataset modules",
     "wave_lookups": "the front answers lookups on the loop that also takes the wave's registrations and waits "
                     "for their cuts: lookups answered by a front process that takes no registrations "
                     "(NAMESRV_REMOTING_PROCESSES on a host with a core to spare)",
