@@ -20,7 +20,6 @@ Each row is addressed to a `target`:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from schemas import tables as t
@@ -39,33 +38,11 @@ READ_LOSS = "_read_loss"
 READ = "_read"
 
 
-def json_encoder(*, sort_keys: bool = False, compact: bool = False) -> Callable[[Any], str]:
-    """`json.dumps` with these settings (compact: `separators=(",", ":")`), its encoder made once.
-    `json.dumps` builds a JSONEncoder and its C encoder on every call, which cost more than
-    encoding what the step encodes most: a route change's small before/after dicts, 37 a first
-    registration of a default broker (1,000 first registrations: 0.19 of 1.2 s of the step's CPU).
-    The same text as `json.dumps` (`tests/pipeline/test_step_rows.py`); without CPython's C
-    encoder, or one this interpreter builds otherwise, the public encoder (made once as well)."""
-    base = json.JSONEncoder(sort_keys=sort_keys, separators=(",", ":") if compact else None)
-    make = getattr(json.encoder, "c_make_encoder", None)
-    try:
-        # as JSONEncoder.iterencode makes it for a one-shot encode, without the circular check
-        # (the step encodes trees it built: JSON it parsed and dicts of scalars)
-        fast = make(None, base.default, json.encoder.encode_basestring_ascii, None, base.key_separator,
-                    base.item_separator, base.sort_keys, base.skipkeys, base.allow_nan) if make else None
-        probe: Any = {"b": [1, None, True, 2.5, "é\n"], "a": {"y": -3, "x": {}}}
-        if fast is not None and "".join(fast(probe, 0)) != base.encode(probe):
-            fast = None
-    except TypeError:  # another interpreter's signature
-        fast = None
-    if fast is None:
-        return base.encode
-    join = "".join
-    return lambda value: join(fast(value, 0))
-
-
-dumps_sorted = json_encoder(sort_keys=True)  # json.dumps(value, sort_keys=True)
-dumps_compact = json_encoder(compact=True)  # json.dumps(value, separators=(",", ":"))
+# `json.dumps` with these settings, its encoder made once: json.dumps builds a JSONEncoder on every
+# call with settings other than its defaults, which cost more than encoding what the step encodes
+# most (a route change's small before/after dicts, 37 for a default broker's first registration)
+dumps_sorted = json.JSONEncoder(sort_keys=True).encode  # json.dumps(value, sort_keys=True)
+dumps_compact = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps(value, separators=(",", ":"))
 
 
 def row(owner: str | None, target: str, body: str) -> dict[str, Any]:

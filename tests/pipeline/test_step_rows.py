@@ -1,4 +1,4 @@
-"""The step's JSON encoders made once (`pipelines.step_rows.json_encoder`) write what json.dumps writes."""
+"""The step's JSON encoders made once (`pipelines.step_rows.dumps_sorted`, `dumps_compact`) write what json.dumps writes."""
 
 from __future__ import annotations
 
