@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import gc
 import logging
+import time
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -51,3 +54,39 @@ class ReleaseAfter:
         if self.seen >= self.threshold:
             self.seen = 0
             release_memory()
+
+
+# ReleaseEvery's release: no garbage collection first (`release_memory`'s `collect`)
+_RELEASE_UNCOLLECTED: Callable[[], None] = functools.partial(release_memory, collect=False)
+
+
+class ReleaseEvery:
+    """Gives memory back at most once every `seconds` (`release`), or at once (`release_now`).
+
+    A serving process swaps cuts every few seconds during a registration wave, and each release
+    walks malloc's arenas while the other threads' allocations wait (`snapshots.store`), so a
+    caller that would release after each swap releases after one of them every `seconds`. The
+    first `release` does release (the last one is at minus infinity). `clock` and `release`
+    are the monotonic clock and `release_memory(collect=False)` (no garbage collection: a serving
+    process's cuts hold no cycles, and a collection holds the GIL for the whole heap's walk); a
+    test passes its own."""
+
+    def __init__(self, seconds: float, *, clock: Callable[[], float] = time.monotonic,
+                 release: Callable[[], None] = _RELEASE_UNCOLLECTED) -> None:
+        self.seconds = seconds
+        self._clock = clock
+        self._release = release
+        self._last = float("-inf")
+
+    def release(self) -> bool:
+        """Release when `seconds` have passed since the last release; True when it did. Last in
+        an `and` of conditions, so that a cheap condition that fails spares the clock's read."""
+        if self._clock() - self._last < self.seconds:
+            return False
+        self.release_now()
+        return True
+
+    def release_now(self) -> None:
+        """Release whatever the time; the next `release` waits `seconds` from now."""
+        self._last = self._clock()
+        self._release()

@@ -48,7 +48,7 @@ from urllib.parse import urlencode
 from flask import Blueprint, current_app, g, jsonify, request
 from flask.typing import ResponseReturnValue
 
-from conf.memory import release_memory
+from conf.memory import ReleaseEvery
 from routeinfo.risks import KINDS, Cut, RiskReport, RiskTracker, Settings
 from routeinfo.snapshot import Snapshot
 from schemas import tables as t
@@ -130,7 +130,7 @@ class RiskService:
         self._catch_up_from: float | None = None  # when the history fold began (monotonic)
         self._as_of_lock = threading.Lock()
         self._as_of: dict[int, Answer] = {}
-        self._released_at = 0.0  # monotonic: when freed memory was last given back
+        self._releases = ReleaseEvery(RELEASE_EVERY_S)  # freed memory given back to the OS (module docstring)
         self._facts_made = 0     # the tracker's topic_facts_made at the last look
         self.error: str | None = None  # the thread's last failure (it tries again)
 
@@ -198,15 +198,10 @@ class RiskService:
             self._publish(Answer(fold.fold(snap, self._served_changes(fold, snap)), snap.snapshot_id,
                                  snap.commit_time, True, self._from_first))
             made = fold.tracker.topic_facts_made
-            if made != self._facts_made and time.monotonic() - self._released_at >= RELEASE_EVERY_S:
-                self._release()
+            if made != self._facts_made:
+                self._releases.release()
             self._facts_made = made
         return False
-
-    def _release(self) -> None:
-        """Give freed memory back to the OS (module docstring)."""
-        self._released_at = time.monotonic()
-        release_memory(collect=False)
 
     def _catch_up(self, fold: HistoryFold, snap: Snapshot) -> bool:
         """Fold the history for up to STEP_S, keeping a provisional report of the served cut once
@@ -238,7 +233,7 @@ class RiskService:
         report = fold.fold(snap, self._served_changes(fold, snap))
         fold.close()
         self._facts_made = fold.tracker.topic_facts_made
-        self._release()  # the history's reads and folds are done: their peak goes back to the OS
+        self._releases.release_now()  # the history's reads and folds are done: their peak goes back to the OS
         self._catching_up = False
         self._from_first = fold.from_first
         log.info("risk history folded: %s; since is read from %s on", fold.stats, fold.tracker.origin)
@@ -332,7 +327,7 @@ class RiskService:
         try:
             fold = fold_history(self.warehouse, rows, self.settings)
         finally:
-            self._release()  # the fold's reads of the whole retained history
+            self._releases.release_now()  # the fold's reads of the whole retained history
         answer = Answer(fold.tracker.report, row["snapshotId"], row["commitTime"], True, fold.from_first)
         if len(self._as_of) >= AS_OF_CACHED:
             self._as_of.pop(next(iter(self._as_of)))

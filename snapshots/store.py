@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from conf.memory import release_memory
+from conf.memory import ReleaseEvery
 from conf.processes import process_alive
 from routeinfo.snapshot import Snapshot
 from schemas.metrics import SnapshotMetrics
@@ -105,7 +105,7 @@ class SnapshotStore:
         self._swapped = threading.Condition()
         self._thread: threading.Thread | None = None
         self._last_scan = float("-inf")
-        self._released = float("-inf")  # when a reload last gave memory back (monotonic)
+        self._releases = ReleaseEvery(RELEASE_EVERY_S)  # a large reload's or a swapped mapping's freed memory
         self._listeners: list[Callable[[Snapshot, bool], None]] = []
         self.cut_file = cut_file
         self.cut_problem: str | None = None  # why the cut file cannot be served (None: it can, or no file is used)
@@ -217,12 +217,10 @@ class SnapshotStore:
         reloaded = snap.topics is not self.current.topics
         self.current = snap  # atomic reference swap
         self.last_error = None
-        if reloaded and snap.topics.row_count() >= RELEASE_AFTER_ROWS and \
-                time.monotonic() - self._released >= RELEASE_EVERY_S:
-            self._released = time.monotonic()
-            # the old index and the load's buffers, once requests drop them; no garbage collection,
-            # which would hold the GIL from the answering loop for the whole heap's walk
-            release_memory(collect=False)
+        # the old index and the load's buffers, once requests drop them; no garbage collection,
+        # which would hold the GIL from the answering loop for the whole heap's walk
+        if reloaded and snap.topics.row_count() >= RELEASE_AFTER_ROWS:
+            self._releases.release()
         return True
 
     def _refresh_mapped(self, path: Path) -> bool:
@@ -302,11 +300,9 @@ class SnapshotStore:
             return False
         self.cut_problem = None
         self.current = snap  # atomic reference swap; the old mappings go with their last answer
-        if time.monotonic() - self._released >= RELEASE_EVERY_S:
-            # what the old cut's rows and the parse of the new head freed, given back to the host
-            # (a front at 10,000 × 100 kept about 170 MiB freed but not returned: conf/heapdump)
-            self._released = time.monotonic()
-            release_memory(collect=False)
+        # what the old cut's rows and the parse of the new head freed, given back to the host
+        # (a front at 10,000 × 100 kept about 170 MiB freed but not returned: conf/heapdump)
+        self._releases.release()
         return True
 
     def _announced_cut(self) -> dict[str, Any] | None:
