@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import operator
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, TypedDict
 
 import pyarrow as pa
 
@@ -90,6 +90,59 @@ class Snapshot:
     def empty() -> Snapshot:
         return build_snapshot(None, {name: [] for name in (x.name for x in t.STATE_TABLES)})
 
+    @classmethod
+    def of(cls, *, snapshot_id: int | None, commit_time: int | None, versions: dict[str, int],
+           source_offsets: dict[str, int], topics: TopicIndex, brokers: dict[str, dict[str, Any]],
+           clusters: dict[str, list[str]], live: list[dict[str, Any]], filters: dict[tuple[str, str], list[str]],
+           kv: dict[str, dict[str, str]], switches: dict[str, bool], cut: SharedCut | None = None) -> Snapshot:
+        """The cut of these tables, with what is derived from them (`live_by_addr`, `members`)
+        derived here and every cache empty: a caller cannot pass a derived field that disagrees
+        with its tables. `live` in its ROW_ORDER (`live_by_addr` holds the first row of an address)."""
+        return cls(snapshot_id=snapshot_id, commit_time=commit_time, versions=versions, source_offsets=source_offsets,
+                   topics=topics, brokers=brokers, clusters=clusters, live=live, filters=filters, kv=kv,
+                   switches=switches, live_by_addr=_live_by_addr(live),
+                   members=frozenset((c, name) for c, names in clusters.items() for name in names), cut=cut)
+
+    def with_live(self, row: dict[str, Any] | None, topics: TopicIndex, live_rows: list[dict[str, Any]],
+                  cut: SharedCut | None) -> Snapshot:
+        """This cut's brokers, clusters, filter servers, KV and switches with another cut's
+        snapshots `row`, topics and live table: what `build_snapshot` makes of those rows and this
+        cut's others (a mapped cut whose head has the same tables as the served one:
+        `snapshots.mapped`), without indexing the others again. `members` and `holders` depend on
+        the tables kept and are kept (shared); `live_by_addr` is rebuilt and the answers' caches
+        start empty."""
+        live = _in_order(t.BROKER_LIVE.name, live_rows)
+        return replace(self, **_row_fields(row), topics=topics, live=live, live_by_addr=_live_by_addr(live),
+                       route_bodies={}, cut_bodies={}, cut=cut)
+
+    def with_topics(self, topics: TopicIndex) -> Snapshot:
+        """This cut with other topics and every cache empty (the holders too): the cut file's
+        writer encodes the route bodies of a few topics over a cut of those alone."""
+        return replace(self, topics=topics, route_bodies={}, cut_bodies={}, holders={})
+
+
+class _RowFields(TypedDict):
+    snapshot_id: int | None
+    commit_time: int | None
+    versions: dict[str, int]
+    source_offsets: dict[str, int]
+
+
+def _row_fields(row: dict[str, Any] | None) -> _RowFields:
+    """A Snapshot's fields from its `snapshots` row (None: no cut yet)."""
+    return {"snapshot_id": None if row is None else row["snapshotId"],
+            "commit_time": None if row is None else row["commitTime"],
+            "versions": {} if row is None else {x.name: row[t.version_column(x)] for x in t.CUT_TABLES},
+            "source_offsets": {} if row is None else json.loads(row["sourceOffsets"])}
+
+
+def _live_by_addr(live: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(cluster, addr) -> its first live row."""
+    by_addr: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in live:
+        by_addr.setdefault((r["clusterName"], r["brokerAddr"]), r)
+    return by_addr
+
 
 def build_snapshot(row: dict[str, Any] | None, tables: dict[str, Any]) -> Snapshot:
     """Pure: index the rows of one cut (`tables`: table name -> rows; topic_queue may also be
@@ -124,15 +177,5 @@ def build_snapshot(row: dict[str, Any] | None, tables: dict[str, Any]) -> Snapsh
     for r in tables.get(t.NAMESRV_CONFIG.name, []):
         if r["key"] in switches:
             switches[r["key"]] = r["value"] == "true"
-    live_by_addr: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in live:
-        live_by_addr.setdefault((r["clusterName"], r["brokerAddr"]), r)
-
-    return Snapshot(
-        snapshot_id=None if row is None else row["snapshotId"],
-        commit_time=None if row is None else row["commitTime"],
-        versions={} if row is None else {x.name: row[t.version_column(x)] for x in t.CUT_TABLES},
-        source_offsets={} if row is None else json.loads(row["sourceOffsets"]),
-        topics=topics, brokers=brokers, clusters=dict(sorted(clusters.items())), live=live,
-        filters=filters, kv=kv, switches=switches, live_by_addr=live_by_addr,
-        members=frozenset((c, name) for c, names in clusters.items() for name in names))
+    return Snapshot.of(**_row_fields(row), topics=topics, brokers=brokers, clusters=dict(sorted(clusters.items())),
+                       live=live, filters=filters, kv=kv, switches=switches)

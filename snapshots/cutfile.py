@@ -681,8 +681,7 @@ def _encode_index(snap: Snapshot, q: _Queues, prev: CutFile | None) -> tuple[dic
     fresh = [k for k, key in enumerate(keys) if key not in old_bodies]
     made: dict[int, bytes | None] = {}
     if fresh:
-        few = dataclasses.replace(snap, topics=_index_of(q, [int(kinds.first_topic[k]) for k in fresh]),
-                                  route_bodies={}, cut_bodies={}, holders={})
+        few = snap.with_topics(_index_of(q, [int(kinds.first_topic[k]) for k in fresh]))
         made = {k: route_reads.route_body(few, names[k]) for k in fresh}
     number: dict[bytes, int] = {}
     bodies: list[Section] = []
