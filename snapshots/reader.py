@@ -2,26 +2,32 @@
 
 A cut is the newest `snapshots` row plus each state table loaded at the version that row
 records, so a reader never mixes two batches (`routeinfo.snapshot` indexes it).
+
+`deltalake` and `pyarrow.parquet` are imported by the methods that read Delta, not here: the
+remoting front imports this module (through `snapshots.store`) but reads cuts from the host's cut
+file, and touches Delta only when it serves time travel; a bare import of it no longer loads them
+(tests/project/test_front_imports.py).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from deltalake import DeltaTable
 
 from conf.store import StorePath, store_path
 from routeinfo.snapshot import ROW_ORDER, Snapshot, build_snapshot
 from routeinfo.topic_index import CHUNK_ROWS
 from schemas import tables as t
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 
 def _parquet_source(path: StorePath) -> str | pa.BufferReader:
@@ -58,6 +64,7 @@ class SnapshotReader:
         self._files: dict[str, dict[str, pa.Table]] = {}  # table -> data file -> its rows, as last read
 
     def _table(self, table: t.TableDef, version: int | None = None) -> DeltaTable:
+        from deltalake import DeltaTable
         dt = self._handles.get(table.name)
         path = str(self.warehouse / table.name)
         if dt is None:
@@ -71,6 +78,7 @@ class SnapshotReader:
 
     def row_at(self, *, as_of_ms: int | None = None, snapshot_id: int | None = None) -> dict[str, Any] | None:
         """The snapshots row with `snapshot_id`, or the newest committed at or before `as_of_ms`."""
+        from deltalake import DeltaTable
         if not DeltaTable.is_deltatable(str(self.warehouse / t.SNAPSHOTS.name)):
             return None
         dataset = self._table(t.SNAPSHOTS).to_pyarrow_dataset()
@@ -80,6 +88,7 @@ class SnapshotReader:
 
     def list_rows(self, *, limit: int, before: int | None = None) -> tuple[list[dict[str, Any]], int]:
         """Newest first, at most `limit` rows with snapshotId < `before`; and the total count."""
+        from deltalake import DeltaTable
         if not DeltaTable.is_deltatable(str(self.warehouse / t.SNAPSHOTS.name)):
             return [], 0
         table = self._table(t.SNAPSHOTS).to_pyarrow_dataset().to_table()
@@ -99,6 +108,7 @@ class SnapshotReader:
 
     def newest_row(self, after: int | None = None) -> dict[str, Any] | None:
         """The newest `snapshots` row (None if there is none yet, or none newer than `after`)."""
+        from deltalake import DeltaTable
         path = self.warehouse / t.SNAPSHOTS.name
         if not DeltaTable.is_deltatable(str(path)):
             return None
@@ -113,6 +123,7 @@ class SnapshotReader:
         replaces a few owners' rows, so most of its files are the previous cut's, and reading them
         all again was most of a refresh once a table had hundreds of files (docs/latency.md). A data
         file never changes once written; a table with deletion vectors is read whole."""
+        import pyarrow.parquet as pq
         dt = self._table(table, version)
         if dt.protocol().reader_features:
             return dt.to_pyarrow_table()
@@ -144,6 +155,78 @@ class SnapshotReader:
             if table is not t.TOPIC_QUEUE:
                 self._rows[table.name] = (version, tables[table.name])
         return build_snapshot(row, tables)
+
+
+def snapshot_bounds(first: int | None, last: int | None,
+                    since_ms: int | None = None) -> tuple[str | None, pc.Expression | None]:
+    """The file-pruning predicate (Delta's file statistics: no file opened) and the row filter of
+    the `snapshots` rows with first <= snapshotId <= last committed at or after `since_ms` (None:
+    that bound open); (None, None) when all are open. The predicate may keep a file the filter
+    then empties, never the reverse (its bounds are whole numbers, loosened by int())."""
+    pruning: list[str] = []
+    rows: list[pc.Expression] = []
+    if first is not None:
+        pruning.append(f"snapshotId >= {int(first)}")
+        rows.append(pc.field("snapshotId") >= first)
+    if last is not None:
+        pruning.append(f"snapshotId <= {int(last)}")
+        rows.append(pc.field("snapshotId") <= last)
+    if since_ms is not None:
+        pruning.append(f"commitTime >= {int(since_ms)}")
+        rows.append(pc.field("commitTime") >= since_ms)
+    flt = None
+    for condition in rows:
+        flt = condition if flt is None else flt & condition
+    return (" AND ".join(pruning) or None), flt
+
+
+class SnapshotsTable:
+    """A filtered read of a warehouse's `snapshots` table by snapshotId range: only the data files
+    whose statistics meet the asked range are opened, where `SnapshotReader.list_rows` reads every
+    row the warehouse ever committed (a fleet that heartbeats commits a cut every few seconds).
+
+    The one such read for a watch's resume (`serving.watch.StoreHistory`) and the risks' folds
+    (`snapshots.risk_history.snapshot_rows`). Its table handle is kept and brought up to date per
+    read, under its lock (the handle is stateful), and dropped after a failure (a table replaced
+    under it: a restored warehouse), so the next read opens the table again."""
+
+    def __init__(self, warehouse: StorePath) -> None:
+        self.path = str(store_path(warehouse) / t.SNAPSHOTS.name)
+        self._lock = threading.Lock()
+        self._table: DeltaTable | None = None
+
+    def rows_between(self, first: int | None, last: int | None, *, limit: int | None = None,
+                     since_ms: int | None = None,
+                     columns: Sequence[str] | None = None) -> list[dict[str, Any]] | None:
+        """The rows with first <= snapshotId <= last (None: open) committed at or after `since_ms`,
+        in snapshotId order, of `columns` (None: all); [] while the table does not exist yet.
+        None when there are more than `limit`: more data files in range than `limit` (each holds
+        a cut or more; then no file is read), or more rows."""
+        from deltalake import DeltaTable
+        pruning, flt = snapshot_bounds(first, last, since_ms)
+        read = None if columns is None else list(dict.fromkeys([*columns, "snapshotId"]))  # sorted by it
+        with self._lock:
+            try:
+                if self._table is None:
+                    if not DeltaTable.is_deltatable(self.path):
+                        return []
+                    self._table = DeltaTable(self.path)
+                else:
+                    self._table.update_incremental()
+                dataset = self._table.to_pyarrow_dataset(file_pruning_predicate=pruning)
+                if limit is not None and len(dataset.files) > limit:
+                    return None
+                table = dataset.to_table(columns=read, filter=flt)
+            except Exception:
+                self._table = None  # opened again by the next read
+                raise
+        if limit is not None and table.num_rows > limit:
+            return None
+        table = table.sort_by("snapshotId")
+        if columns is not None:
+            table = table.select(list(columns))
+        rows: list[dict[str, Any]] = table.to_pylist()
+        return rows
 
 
 class LockedReader:
