@@ -126,16 +126,8 @@ def mapped_snapshot(cut: CutFile, previous: Snapshot | None = None) -> Snapshot:
         shared = previous.topics._group_keys if cut.shares_index_with(before) else None
         topics = FileTopics(cut, previous.topics._orphans, shared)
         live = cut.rest_live()
-        fresh = build_snapshot(live["snapshot"], {**_NO_ROWS, t.TOPIC_QUEUE.name: topics,
-                                                  t.BROKER_LIVE.name: live[t.BROKER_LIVE.name]})
-        return dataclasses.replace(previous, snapshot_id=fresh.snapshot_id, commit_time=fresh.commit_time,
-                                   versions=fresh.versions, source_offsets=fresh.source_offsets, topics=topics,
-                                   live=fresh.live, live_by_addr=fresh.live_by_addr, route_bodies={}, cut_bodies={},
-                                   cut=cut)
+        return previous.with_live(live["snapshot"], topics, live[t.BROKER_LIVE.name], cut)
     rest = cut.rest()
     topics = FileTopics(cut, rest.get(ORPHANS) or {})
     snap = build_snapshot(rest["snapshot"], {t.TOPIC_QUEUE.name: topics, **rest["tables"]})
     return dataclasses.replace(snap, cut=cut)
-
-
-_NO_ROWS: Mapping[str, list[Any]] = {x.name: [] for x in t.STATE_TABLES}
