@@ -44,16 +44,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import parse_qsl
 
-import pyarrow.compute as pc
-from deltalake import DeltaTable
-
-from conf.store import store_path
 from routeinfo import route_reads
 from routeinfo.snapshot import Snapshot
 from schemas import tables as t
 from schemas.fields import InvalidInput, validate_broker_topic
 from serving.fastpath import cut_headers
 from serving.params import parse_int
+from snapshots.reader import SnapshotsTable
 from snapshots.store import SnapshotStore
 
 log = logging.getLogger(__name__)
@@ -211,39 +208,15 @@ TIMELINE_COLUMNS = ("snapshotId", "commitTime", *(t.version_column(x) for x in t
 
 class StoreHistory:
     """The served store's history (`SnapshotStore.historic` for cuts) and a filtered read of the
-    `snapshots` table for rows: only the data files whose id range meets the asked one are opened
-    (Delta's file statistics prune the rest), where `SnapshotReader.list_rows` reads every row
-    the warehouse ever committed. Its table handle is kept and brought up to date per read."""
+    `snapshots` table for rows (`SnapshotsTable.rows_between`: only the data files whose id range
+    meets the asked one are opened, its handle kept and brought up to date per read)."""
 
     def __init__(self, store: SnapshotStore) -> None:
         self.store = store
-        self._lock = threading.Lock()
-        self._table: DeltaTable | None = None
+        self._snapshots = SnapshotsTable(store.reader.warehouse)
 
     def rows(self, first: int, last: int, limit: int) -> list[dict[str, Any]] | None:
-        path = str(store_path(self.store.reader.warehouse) / t.SNAPSHOTS.name)
-        with self._lock:  # the table handle is stateful
-            try:
-                if self._table is None:
-                    if not DeltaTable.is_deltatable(path):
-                        return []
-                    self._table = DeltaTable(path)
-                else:
-                    self._table.update_incremental()
-                # the files whose statistics say they may hold an id in range (Delta's log; none opened)
-                dataset = self._table.to_pyarrow_dataset(
-                    file_pruning_predicate=f"snapshotId >= {int(first)} AND snapshotId <= {int(last)}")
-            except Exception:
-                self._table = None  # a table replaced under it (a restored warehouse): opened again next time
-                raise
-            if len(dataset.files) > limit:  # each file holds a cut or more: more cuts than `limit`, none read
-                return None
-            flt = (pc.field("snapshotId") >= first) & (pc.field("snapshotId") <= last)
-            table = dataset.to_table(columns=list(TIMELINE_COLUMNS), filter=flt)
-        if table.num_rows > limit:
-            return None
-        rows: list[dict[str, Any]] = table.sort_by("snapshotId").to_pylist()
-        return rows
+        return self._snapshots.rows_between(first, last, limit=limit, columns=TIMELINE_COLUMNS)
 
     def cut(self, snapshot_id: int) -> Snapshot:
         return self.store.historic(snapshot_id=snapshot_id)

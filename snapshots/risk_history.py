@@ -86,7 +86,7 @@ from conf.store import StorePath, store_path
 from routeinfo.risks import RISK_QUEUE_COLUMNS, Cut, RiskReport, RiskTracker, Settings, TopicColumns
 from routeinfo.snapshot import Snapshot, build_snapshot
 from schemas import tables as t
-from snapshots.reader import SnapshotReader
+from snapshots.reader import SnapshotReader, SnapshotsTable
 
 log = logging.getLogger(__name__)
 
@@ -122,22 +122,12 @@ def classify(before: Mapping[str, Any] | None, row: Mapping[str, Any], route_row
 def snapshot_rows(warehouse: StorePath, *, since_ms: int | None = None, after_id: int | None = None,
                   before_id: int | None = None) -> list[dict[str, Any]]:
     """`snapshots` rows committed at or after `since_ms`, with after_id < snapshotId < before_id,
-    in snapshotId order (commit order): the columns a cut keeps."""
-    path = store_path(warehouse) / t.SNAPSHOTS.name
-    if not DeltaTable.is_deltatable(str(path)):
-        return []
-    conditions = []
-    if since_ms is not None:
-        conditions.append(pc.field("commitTime") >= since_ms)
-    if after_id is not None:
-        conditions.append(pc.field("snapshotId") > after_id)
-    if before_id is not None:
-        conditions.append(pc.field("snapshotId") < before_id)
-    flt = None
-    for c in conditions:
-        flt = c if flt is None else flt & c
-    table = DeltaTable(str(path)).to_pyarrow_dataset().to_table(columns=list(ROW_COLUMNS), filter=flt)
-    rows: list[dict[str, Any]] = table.sort_by("snapshotId").to_pylist()
+    in snapshotId order (commit order): the columns a cut keeps. A table handle of its own per
+    call (`SnapshotsTable`), so each call reads the table's newest version."""
+    rows = SnapshotsTable(warehouse).rows_between(None if after_id is None else after_id + 1,
+                                                  None if before_id is None else before_id - 1,
+                                                  since_ms=since_ms, columns=ROW_COLUMNS)
+    assert rows is not None  # None only past a limit, and none is given
     return rows
 
 
