@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from conf.version import argument_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 DECLARATIONS = ROOT / "jvm"
+CLASS_SOURCES = DECLARATIONS / "spark" / "src"  # our own JVM classes (`classes_jar`)
 CACHE = ROOT / ".jvm"
 STAMP = ".resolved"
 _VERSION = re.compile(r"-\d[\w.+-]*\.jar$")
@@ -89,6 +92,42 @@ def delta_spark_conf() -> dict[str, str]:
     return {"spark.jars": ",".join(str(p) for p in jars("spark")),
             "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog"}
+
+
+def local_fs_conf() -> dict[str, str]:
+    """The Spark settings that give `file:` paths the local file system that forks no process per
+    file (jvm/spark/src/namesrv/hadoop). On the driver's own classpath, not `spark.jars`: Spark's
+    launcher opens the local file system before it loads those. For local masters only, where the
+    driver is every executor; a cluster's executors would need the jar on each host."""
+    return {"spark.driver.extraClassPath": str(classes_jar()),
+            "spark.hadoop.fs.file.impl": "namesrv.hadoop.NioLocalFileSystem",
+            "spark.hadoop.fs.AbstractFileSystem.file.impl": "namesrv.hadoop.NioLocalFs"}
+
+
+def classes_jar(cache: Path = CACHE) -> Path:
+    """The jar of our own JVM classes (jvm/spark/src), compiled against the pyspark wheel's jars
+    once per version of their sources (`.jvm/spark-classes/`). javac is the JDK's, as Maven's is;
+    a failure is an error with javac's output, never a session without them."""
+    sources = sorted(CLASS_SOURCES.rglob("*.java"))
+    digest = hashlib.sha256()
+    for source in sources:
+        digest.update(source.relative_to(CLASS_SOURCES).as_posix().encode() + b"\0" + source.read_bytes())
+    jar = cache / "spark-classes" / f"namesrv-{digest.hexdigest()[:16]}.jar"
+    if jar.is_file():
+        return jar
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=jar.parent) as tmp:
+        classes = Path(tmp) / "classes"
+        done = subprocess.run(["javac", "-nowarn", "--release", "17", "-cp", ":".join(map(str, pyspark_jars())),
+                               "-d", str(classes), *map(str, sources)], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise JarsMissing(f"javac could not compile {CLASS_SOURCES}: {(done.stderr or done.stdout).strip()[-2000:]}")
+        built = Path(tmp) / jar.name
+        with zipfile.ZipFile(built, "w") as z:
+            for f in sorted(classes.rglob("*.class")):
+                z.write(f, f.relative_to(classes).as_posix())
+        os.replace(built, jar)  # whole or not at all: two jobs starting at once build the same jar
+    return jar
 
 
 def pyspark_jars() -> list[Path]:

@@ -42,10 +42,11 @@ def archive_path() -> Path | None:
         return None
     try:
         bundled = [p.name for p in jvm.pyspark_jars()]
+        ours = jvm.classes_jar().name  # on the driver's class path, ahead of Spark's jars (`jvm.local_fs_conf`)
     except jvm.JarsMissing:
         return None
     st = java.stat()
-    key = json.dumps([str(java), st.st_size, int(st.st_mtime), bundled, [p.name for p in jvm.jars("spark")]])
+    key = json.dumps([str(java), st.st_size, int(st.st_mtime), bundled, [p.name for p in jvm.jars("spark")], ours])
     return DIRECTORY / f"spark-driver-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 
 

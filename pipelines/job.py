@@ -108,6 +108,9 @@ def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: 
              .config("spark.sql.streaming.stateStore.providerClass", STATE_STORES[cfg.state_store])
              .config("spark.python.worker.reuse", "true")
              .config(map=dict[str, Any](_daemon_conf(cfg.spark_master)))
+             # Spark's checkpoint (offsets, commits, state store files) without a `chmod` and a
+             # `readlink` process per file: about forty forks a batch (conf/jvm.py).
+             .config(map=dict[str, Any](jvm.local_fs_conf() if cfg.spark_master.startswith("local") else {}))
              .config(map=dict[str, Any](_cluster_conf(cfg)))
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
