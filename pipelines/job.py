@@ -272,17 +272,21 @@ def start_query(spark: Any, cfg: Config, *, query_name: str = QUERY_NAME,
 def warm_python_workers(spark: Any, cfg: Config) -> None:
     """A tiny grouped pandas job over as many partitions as the query's stateful stage, which
     starts (or keeps alive) the Python workers the query will use, with pandas, pyarrow and the
-    step's modules imported in them; and a read of a one-row Python data source, which starts the
-    daemons Spark plans Python data source reads in (`pipelines/warm_up.py`)."""
+    step's modules imported in them and their Kafka reader connected; and a read of a one-row
+    Python data source, which starts the daemons Spark plans Python data source reads in
+    (`pipelines/warm_up.py`)."""
     spark.read.format(warm_up.SOURCE_NAME).load().collect()
     from pyspark.sql.functions import col
     step = make_step(StepConfig.from_config(cfg))
+    bootstrap, topic = (cfg.bootstrap, cfg.kafka_topic) if cfg.kafka_source == "python" else (None, "")
 
     def echo(pdf: Any) -> Any:
         # The step rides along in the closure: unpickling it imports its modules. (Not as a
         # parameter default: a function of two parameters is called with (key, pdf), and the
         # standby's warm-up failed with UDF_RETURN_TYPE, ending the standby every time.)
         assert step is not None
+        if bootstrap is not None:  # and the worker's Kafka reader connected (`kafka_source.warm_reader`)
+            kafka_source.warm_reader(bootstrap, topic)
         return pdf
     (spark.range(cfg.shuffle_partitions * 2, numPartitions=cfg.shuffle_partitions)
      .groupBy(col("id")).applyInPandas(echo, "id long").collect())

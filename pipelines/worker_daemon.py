@@ -19,6 +19,10 @@ def preload() -> None:
     import pyarrow  # noqa: F401
     from pyspark.sql.pandas import serializers  # noqa: F401
 
+    # pyspark's GroupState.update imports it (for `have_numpy`) on a worker's first update: with
+    # unittest behind it, about 0.1 s of the first batch that writes state (py-spy).
+    from pyspark.testing import utils  # noqa: F401
+
     import pipelines.kafka_source
     import pipelines.step  # noqa: F401
 
