@@ -18,16 +18,18 @@ FLEET_PLOT = ROOT / "docs" / "fleet-cost.png"
 
 # What comes next for a target not reached, read from its profile (docs/scaling.md, records 21-23).
 NEXT = {
-    "register": "no one process holds it: at 1,000 brokers the front 5.2 % of a core, the job's JVM 3.3, the "
-                "embedded Kafka 3.3, the Python workers 2.4, the cut builder 1.9 and the HTTP server 1.6, of which "
-                "the builder's and the HTTP server's 0.9 and 0.6 are their idle polls (re-measured 2026-11-28 after "
-                "the cut file in parts and the front's set lookup: 1,000 × 10 from 1.98× to 1.89×, 10,000 × 100 "
-                "from 3.37× to 1.96×). Next: the job's fixed cost per batch (a batch of a few records spends about "
-                "a second in the state step), then fewer processes polling each cut, then the front's per-request "
-                "Python",
-    "heartbeat": "the processes of a re-registration (the row above), the front cheaper (4.1) and the job's JVM "
-                 "dearer (4.8: the deferred heartbeats' batches, each paying the per-batch fixed cost). Next: the "
-                 "job's fixed cost per batch, as above",
+    "register": "no one process holds it: at 1,000 brokers the front 5.2 % of a core, the job's JVM 3.4, the "
+                "embedded Kafka 3.2, the Python workers 2.2, the cut builder 1.9 and the HTTP server 1.7, of which "
+                "the builder's and the HTTP server's 1.0 and 0.6 are their idle polls. The job's fixed cost per "
+                "batch was cut on 2026-11-28 (Spark's checkpoint no longer forks chmod and readlink, about forty "
+                "processes a batch; a batch's context read in one of its Kafka tasks): the job's own CPU in 15 "
+                "small batches 16.2 -> 12.7 s, its JVM 3.3 -> 3.4 % here (noise: the forks were not its own). "
+                "Next: fewer processes polling each cut (the idle row), then the front's per-request Python",
+    "heartbeat": "the processes of a re-registration (the row above); the job's JVM 4.8 -> 4.2 % after the "
+                 "checkpoint's forks went (2026-11-28). What is left per batch is Spark's: about 0.1 s planning "
+                 "and 0.2-0.3 s after the sink before the next trigger (JFR), and two stages of two tasks each. "
+                 "Next: the idle floor (5.9 % of this 18.2 is the system doing nothing), then fewer batches for "
+                 "deferred heartbeats",
     "memory": "the job's JVM (its heap at the 1 GiB floor where the model asks less: 256 MiB with no cut yet) and its "
               "Python processes hold most of it, then the embedded Kafka's JVM: a lower heap floor for small "
               "fleets, and the serving processes' own heaps (below)",
@@ -38,13 +40,15 @@ NEXT = {
                   "left per cut of the wave is the job's batch and the builder's encoding of the new route "
                   "bodies (1.2-1.8 s a cut at this size, by hand): the bodies encoded for the groups a cut "
                   "changed only, and a cheaper state step for a large batch",
-    "first_wave_1000": "the wave crosses the job in two batches back to back: the first registration is "
-                       "admitted at once into a batch of its own (1-8 records; 1.6-2.3 s, of it the state step "
-                       "1.3 s), the rest wait for it and take a second batch of 2.3-2.6 s; meanwhile the front "
-                       "publishes the 1,000 in about 2 s and answers those its cut has not served at its write "
-                       "bound (NAMESRV_REMOTING_WRITE_WAIT_MS, 3 s), about half of them (a timeline by hand, "
-                       "2026-11-28). Next: a wave admitted as one batch (a short gather before a registration's "
-                       "batch, weighed against freshness) and a cheaper state step for a large batch",
+    "first_wave_1000": "the wave crosses the job in two or three batches back to back: the first registration "
+                       "is admitted at once into a batch of its own, the rest arrive over about 2 s (the front "
+                       "publishes them) and take one or two more. A fresh job's first batch paid its Python "
+                       "workers' first Kafka fetch (805 -> 183 ms read stage, warmed at start since 2026-11-28) "
+                       "and pyspark's first-update import; what is left is its JVM's first execution of the "
+                       "stateful stage (about 1 s of state step for a few records, then 0.4 s) and Spark's fixed "
+                       "cost per batch (0.1 s planning, 0.2-0.3 s after the sink). Next: a wave admitted as one "
+                       "batch (a short gather before a registration's batch, weighed against freshness) and a "
+                       "cheaper state step for a large batch",
     "wave": "the front is the one saturated process (the remoting role above, one interpreter): its writes in "
             "flight full of first registrations waiting for their cut, it spends its loop refusing the fleet's "
             "re-registrations SYSTEM_BUSY and answering 3,333 lookups/s late, so it publishes first registrations "
