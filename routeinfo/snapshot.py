@@ -144,10 +144,11 @@ def _live_by_addr(live: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str,
     return by_addr
 
 
-def build_snapshot(row: dict[str, Any] | None, tables: dict[str, Any]) -> Snapshot:
+def build_snapshot(row: dict[str, Any] | None, tables: dict[str, Any], cut: SharedCut | None = None) -> Snapshot:
     """Pure: index the rows of one cut (`tables`: table name -> rows; topic_queue may also be
     an Arrow table, which is how a load hands over the big one, or the TopicIndex of an earlier
-    cut with the same topic_queue version) for the HTTP layer."""
+    cut with the same topic_queue version) for the HTTP layer; `cut`: the host's cut file it was
+    read from, if it was."""
     queues = tables[t.TOPIC_QUEUE.name]
     topics = (queues if isinstance(queues, TopicIndex) else
               TopicIndex(queues) if isinstance(queues, pa.Table) else TopicIndex.from_rows(queues))
@@ -178,4 +179,4 @@ def build_snapshot(row: dict[str, Any] | None, tables: dict[str, Any]) -> Snapsh
         if r["key"] in switches:
             switches[r["key"]] = r["value"] == "true"
     return Snapshot.of(**_row_fields(row), topics=topics, brokers=brokers, clusters=dict(sorted(clusters.items())),
-                       live=live, filters=filters, kv=kv, switches=switches)
+                       live=live, filters=filters, kv=kv, switches=switches, cut=cut)

@@ -22,7 +22,6 @@ snapshots row and the live table.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -129,5 +128,4 @@ def mapped_snapshot(cut: CutFile, previous: Snapshot | None = None) -> Snapshot:
         return previous.with_live(live["snapshot"], topics, live[t.BROKER_LIVE.name], cut)
     rest = cut.rest()
     topics = FileTopics(cut, rest.get(ORPHANS) or {})
-    snap = build_snapshot(rest["snapshot"], {t.TOPIC_QUEUE.name: topics, **rest["tables"]})
-    return dataclasses.replace(snap, cut=cut)
+    return build_snapshot(rest["snapshot"], {t.TOPIC_QUEUE.name: topics, **rest["tables"]}, cut=cut)
