@@ -207,9 +207,10 @@ class Config:
         "heartbeats of one broker are forwarded at most once per window (the newest, with its receive time)",
         positive=True)
     refresh_interval_ms: int = setting("NAMESRV_REFRESH_INTERVAL_MS", 200,
-                                       "how often the server reads the job's progress record for a newer snapshot (it also "
-                                       "looks at that file's identity every 20 ms, every 100 ms once it has not changed for "
-                                       "30 s, and reloads as soon as the job rewrites it)",
+                                       "how often the server reads the job's progress record for a newer snapshot. On a local "
+                                       "warehouse the kernel wakes it as soon as the job or the cut builder rewrites its file, and "
+                                       "this is a safety net of at least 1 s; on HDFS it also looks at that file's identity every "
+                                       "20 ms (every 100 ms once it has not changed for 30 s) and reloads as soon as it changes",
                                        positive=True)
     max_staleness_ms: int = setting(
         "NAMESRV_MAX_STALENESS_MS", 30000,

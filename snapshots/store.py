@@ -28,9 +28,10 @@ from conf.memory import ReleaseEvery
 from conf.processes import process_alive
 from routeinfo.snapshot import Snapshot
 from schemas.metrics import SnapshotMetrics
-from schemas.progress import PROGRESS_FILE, read_job_start, read_progress
+from schemas.progress import JOB_FILE, PROGRESS_FILE, read_job_start, read_progress
 from snapshots import freshness
 from snapshots.cutfile import CutFile, CutFileError, IndexPartError
+from snapshots.file_watch import FileWatch
 from snapshots.history import History
 from snapshots.mapped import FileMark, file_mark, mapped_snapshot
 from snapshots.reader import LockedReader, SnapshotReader
@@ -44,6 +45,10 @@ log = logging.getLogger(__name__)
 WATCH_S = 0.02
 WATCH_QUIET_S = 0.1
 QUIET_AFTER_S = 30.0
+# A store whose files the kernel watches (a local warehouse: `snapshots.file_watch`) is woken by the
+# job's and the builder's writes themselves; its refresh interval is then only a safety net, and
+# at least this long (the staleness it reports stays under one second with nothing written).
+WATCHED_REFRESH_S = 1.0
 RELEASE_AFTER_ROWS = 100_000  # topic_queue rows above which a reload gives its memory back
 # ... at most this often: during a large fleet's registration wave topic_queue changes every cut,
 # and each release walks malloc's arenas (the front's allocations wait for them meanwhile)
@@ -104,6 +109,8 @@ class SnapshotStore:
         self._lock = threading.Lock()
         self._swapped = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._watch: FileWatch | None = None
+        self._watch_problem: str | None = None  # why the files are not watched (logged once)
         self._last_scan = float("-inf")
         self._releases = ReleaseEvery(RELEASE_EVERY_S)  # a large reload's or a swapped mapping's freed memory
         self._listeners: list[Callable[[Snapshot, bool], None]] = []
@@ -381,23 +388,60 @@ class SnapshotStore:
 
     def _run(self) -> None:
         """Refresh when poked, every refresh interval, and as soon as the job rewrites its progress
-        record: a stat of that file every WATCH_S costs next to nothing, and finds a new cut in
-        tens of milliseconds instead of half a refresh interval on average (docs/latency.md)."""
+        record or the builder the cut file. On a local warehouse the kernel says so (`_watched`);
+        otherwise a stat of those files every WATCH_S finds a new cut in tens of milliseconds
+        instead of half a refresh interval on average (docs/latency.md)."""
         changed_at = time.monotonic()
         seen = None
-        while not self._stop.is_set():
-            mark = self._watch_mark()
-            if mark != seen:
-                seen, changed_at = mark, time.monotonic()
-            self.refresh()
-            due = time.monotonic() + self.refresh_interval_s
+        try:
             while not self._stop.is_set():
-                watch = WATCH_S if time.monotonic() - changed_at < QUIET_AFTER_S else WATCH_QUIET_S
-                if self._poke.wait(min(watch, max(0.0, due - time.monotonic()))):
-                    self._poke.clear()
-                    break
-                if time.monotonic() >= due or self._watch_mark() != seen:
-                    break
+                watched = self._watched()
+                if not watched:
+                    mark = self._watch_mark()
+                    if mark != seen:
+                        seen, changed_at = mark, time.monotonic()
+                self.refresh()
+                interval = max(self.refresh_interval_s, WATCHED_REFRESH_S) if watched else self.refresh_interval_s
+                due = time.monotonic() + interval
+                while not self._stop.is_set():
+                    if watched:
+                        watch = max(0.0, due - time.monotonic())
+                    else:
+                        watch = WATCH_S if time.monotonic() - changed_at < QUIET_AFTER_S else WATCH_QUIET_S
+                    if self._poke.wait(min(watch, max(0.0, due - time.monotonic()))):
+                        self._poke.clear()
+                        break
+                    if time.monotonic() >= due or (not watched and self._watch_mark() != seen):
+                        break
+        finally:
+            if self._watch is not None:
+                self._watch.close()
+                self._watch = None
+
+    def _watched(self) -> bool:
+        """Whether the kernel tells this store of its files' changes, setting the watch up when it
+        can (tried again at each refresh until it can: the warehouse's directory may not exist yet).
+        Only for a local warehouse; a store on HDFS stats its files on WATCH_S's timer."""
+        if self._watch is not None:
+            return True
+        warehouse = self.reader.warehouse
+        if not isinstance(warehouse, Path):
+            return False
+        files = [warehouse / PROGRESS_FILE, warehouse / JOB_FILE]
+        if self.cut_file is not None:
+            files += [self.cut_file, self.cut_file.parent / freshness.STATUS_FILE]
+        try:
+            self._watch = FileWatch(files, self._poke.set)
+        except OSError as exc:
+            if self._watch_problem is None:
+                log.info("the store's files are not watched yet (%s); looking at them every %.0f ms meanwhile",
+                         exc, 1000 * WATCH_S)
+            self._watch_problem = str(exc)
+            return False
+        if self._watch_problem is not None:
+            log.info("the store's files are watched now")
+        self._watch_problem = None
+        return True
 
     def _watch_mark(self) -> tuple[FileMark | None, FileMark | None]:
         """What the refresher watches: the progress record, and the cut file when serving one

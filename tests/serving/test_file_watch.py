@@ -1,0 +1,75 @@
+"""The kernel's notice of a replaced file (snapshots/file_watch.py), and a store woken by it instead
+of its timers (snapshots/store.py): a new progress record is seen at once, and an idle store
+refreshes once per WATCHED_REFRESH_S, not every refresh interval."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from schemas.progress import PROGRESS_FILE
+from snapshots import store as store_module
+from snapshots.file_watch import FileWatch
+from snapshots.reader import SnapshotReader
+from snapshots.store import SnapshotStore
+
+
+def _replace(path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def test_a_watch_hears_its_files_replaced_written_and_removed_and_nothing_else(tmp_path):
+    heard = threading.Semaphore(0)
+    watched, other = tmp_path / "a.json", tmp_path / "b.json"
+    watch = FileWatch([watched], heard.release)
+    try:
+        _replace(other, "x")  # a sibling's rename (and its temporary file's write) is not the watched file's
+        assert not heard.acquire(timeout=0.3)
+        _replace(watched, "1")
+        assert heard.acquire(timeout=2)
+        watched.write_text("2")  # written in place and closed
+        assert heard.acquire(timeout=2)
+        watched.unlink()
+        assert heard.acquire(timeout=2)
+    finally:
+        watch.close()
+    _replace(watched, "3")  # closed: no more calls
+    assert not heard.acquire(timeout=0.3)
+
+
+def test_a_directory_that_is_not_there_cannot_be_watched(tmp_path):
+    with pytest.raises(OSError, match="inotify_add_watch"):
+        FileWatch([tmp_path / "missing" / "a.json"], lambda: None)
+
+
+def test_a_watched_store_refreshes_on_the_jobs_write_and_otherwise_once_per_safety_interval(tmp_path):
+    refreshes: list[float] = []
+    store = SnapshotStore(SnapshotReader(tmp_path), 0.05, retention_ms=1000)
+    store.add_listener(lambda _snap, _swapped: refreshes.append(time.monotonic()))
+    store.start()
+    try:
+        deadline = time.monotonic() + 5
+        while store._watch is None and time.monotonic() < deadline:  # the first refresh sets the watch up
+            time.sleep(0.01)
+        assert store._watch is not None, "a local warehouse's files are watched"
+        time.sleep(0.3)
+        idle_start = len(refreshes)
+        time.sleep(2.0)
+        # a 50 ms interval would have refreshed ~40 times; the watched store's safety net twice
+        assert len(refreshes) - idle_start <= 2.0 / store_module.WATCHED_REFRESH_S + 1
+        before = len(refreshes)
+        written = time.monotonic()
+        _replace(tmp_path / PROGRESS_FILE, '{"batchId": 1}')
+        deadline = time.monotonic() + 2
+        while len(refreshes) == before and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert len(refreshes) > before and refreshes[before] - written < 0.2
+        assert store.progress == {"batchId": 1}
+    finally:
+        assert store.stop(5)
+    assert store._watch is None  # closed with the refresher
