@@ -74,7 +74,7 @@ class Config:
         "how long the job's look for new records waits at the broker per fetch. Apache Kafka answers a waiting fetch as "
         "soon as a record arrives, so a long wait costs no latency and keeps an idle job's fetches rare; Tansu answers "
         "only when the wait ends, so there it adds up to this much to a change's latency. 0 = 100 ms with the embedded "
-        "Tansu, 500 ms otherwise; set 100 for an external Tansu", maximum=5000)
+        "Tansu, 2500 ms otherwise; set 100 for an external Tansu", maximum=5000)
     kafka_topic: str = setting("NAMESRV_KAFKA_TOPIC", "namesrv-events", "events topic (created if missing)")
     kafka_partitions: int = setting("NAMESRV_KAFKA_PARTITIONS", 2, "partitions when the topic is created",
                                     positive=True)
@@ -207,10 +207,11 @@ class Config:
         "heartbeats of one broker are forwarded at most once per window (the newest, with its receive time)",
         positive=True)
     refresh_interval_ms: int = setting("NAMESRV_REFRESH_INTERVAL_MS", 200,
-                                       "how often the server reads the job's progress record for a newer snapshot. On a local "
-                                       "warehouse the kernel wakes it as soon as the job or the cut builder rewrites its file, and "
-                                       "this is a safety net of at least 1 s; on HDFS it also looks at that file's identity every "
-                                       "20 ms (every 100 ms once it has not changed for 30 s) and reloads as soon as it changes",
+                                       "how often the server reads the job's progress record for a newer snapshot. On a "
+                                       "local warehouse the kernel wakes it as soon as the job or the cut builder rewrites "
+                                       "its file, and this is a safety net of at least 1 s; on HDFS it also looks at that "
+                                       "file's identity every 20 ms (every 100 ms once it has not changed for 30 s) and "
+                                       "reloads as soon as it changes",
                                        positive=True)
     max_staleness_ms: int = setting(
         "NAMESRV_MAX_STALENESS_MS", 30000,
@@ -262,7 +263,7 @@ class Config:
         """NAMESRV_KAFKA_FETCH_WAIT_MS, or what suits the broker when it is 0."""
         if self.kafka_fetch_wait_ms:
             return self.kafka_fetch_wait_ms
-        return 100 if not self.kafka_bootstrap and self.kafka_embedded == "tansu" else 500
+        return 100 if not self.kafka_bootstrap and self.kafka_embedded == "tansu" else 2500
 
     @property
     def read_only_facts(self) -> dict[str, bool | int]:

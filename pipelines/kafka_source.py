@@ -122,6 +122,10 @@ LOG_START_TTL_S = 10.0
 # (NAMESRV_KAFKA_FETCH_WAIT_MS) before it hands back to Spark: each trigger costs a call of this
 # source from Spark's JVM and a look at the log's end offsets, so an idle job's triggers are rare.
 LOOK_FETCHES = 4
+# ... but for no longer than this unless the trigger interval is longer: a query being stopped
+# waits for the look. A fetch longer than the look (Apache Kafka's 2.5 s) stays in flight into the
+# next trigger's look, which polls the same consumer from the same position.
+LOOK_MAX_S = 2.0
 # How long a fetch of the planner's consumer waits at the broker (`KafkaStreamReader._client`).
 SCAN_FETCH_WAIT_MS = 10
 # The longest stretch before a look's end that is slept rather than polled (`_await_change`).
@@ -198,15 +202,16 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.defer_ms = int(options["heartbeatdeferms"])
         # The trigger interval paces the batches that no change asks for (`admission.decide`), and
         # a trigger that runs no batch waits this long for one (`latestOffset`): the interval or
-        # LOOK_FETCHES fetch waits, at most MAX_WAIT_S (a stopping query waits for the source's
-        # answer). It wakes when admission may decide otherwise (`admission.next_look_ms`), so the
+        # LOOK_FETCHES fetch waits up to LOOK_MAX_S, at most MAX_WAIT_S (a stopping query waits
+        # for the source's answer). It wakes when admission may decide otherwise (`admission.next_look_ms`), so the
         # wait delays nothing. The query runs its triggers back to back (`pipelines/job.py`), so
         # these waits are its only pacing.
         self.pace_ms = int(options["triggerintervalms"])
         # How long a fetch of the trigger's look for records waits at the broker (`_await_change`):
         # on Tansu up to this much is added to a change's latency (conf: NAMESRV_KAFKA_FETCH_WAIT_MS).
         self.fetch_wait_ms = int(options["fetchwaitms"])
-        self.wait_s = min(max(self.pace_ms / 1000, LOOK_FETCHES * self.fetch_wait_ms / 1000), MAX_WAIT_S)
+        self.wait_s = min(max(self.pace_ms / 1000, min(LOOK_FETCHES * self.fetch_wait_ms / 1000, LOOK_MAX_S)),
+                          MAX_WAIT_S)
         # the job's progress record's directory (the warehouse); none when the source runs alone
         self.progress_dir = store_path(options["progressdir"]) if options["progressdir"] else None
         self._outage = LogOutage(self.bootstrap, self.progress_dir)  # the log's outages and their floor
