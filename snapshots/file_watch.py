@@ -29,19 +29,26 @@ log = logging.getLogger(__name__)
 IN_CLOSE_WRITE = 0x00000008
 IN_MOVED_TO = 0x00000080
 IN_DELETE = 0x00000200
+IN_DELETE_SELF = 0x00000400
+IN_MOVE_SELF = 0x00000800
 IN_Q_OVERFLOW = 0x00004000
+IN_IGNORED = 0x00008000
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 # A file is replaced by a rename over it (schemas.progress, snapshots.cutfile), written in place
-# and closed, or removed: each may change what a reader serves.
-MASK = IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE
+# and closed, or removed: each may change what a reader serves. A watched directory itself removed
+# or moved away (a warehouse restored from a backup) ends its watch: the watch is then `broken`.
+MASK = IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF
+_ENDED = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of NUL-padded name)
 
 
 class FileWatch:
     """Calls `changed()`, on a thread of its own, each time one of `files` is renamed over, written
-    and closed, or removed (events that arrive together call it once). Raises OSError when the
-    kernel cannot watch a file's directory (none there, not Linux, out of watches)."""
+    and closed, or removed (events that arrive together call it once), and when a watched directory
+    is removed or moved away, after which the watch is `broken` (its owner makes a new one over the
+    directory now at that path). Raises OSError when the kernel cannot watch a file's directory
+    (none there, not Linux, out of watches)."""
 
     def __init__(self, files: Iterable[Path], changed: Callable[[], None]) -> None:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -61,6 +68,7 @@ class FileWatch:
                 os.close(fd)
                 raise OSError(err, f"inotify_add_watch {directory}: {os.strerror(err)}")
             self._names[wd] = frozenset(names)
+        self.broken = False
         self._stop_r, self._stop_w = os.pipe()
         self._changed = changed
         self._thread = threading.Thread(target=self._run, name="file-watch", daemon=True)
@@ -92,12 +100,15 @@ class FileWatch:
                     log.exception("a file watch's callback failed")
 
     def _watched(self, data: bytes) -> bool:
-        """Whether any event in `data` names a watched file (or says events were lost)."""
+        """Whether any event in `data` names a watched file, says events were lost, or ends a
+        directory's watch (which also marks the watch `broken`)."""
         at = 0
         hit = False
         while at + _EVENT.size <= len(data):
             wd, mask, _, length = _EVENT.unpack_from(data, at)
             name = data[at + _EVENT.size:at + _EVENT.size + length].rstrip(b"\0").decode("utf-8", "replace")
             at += _EVENT.size + length
-            hit = hit or bool(mask & IN_Q_OVERFLOW) or name in self._names.get(wd, ())
+            if mask & _ENDED and not name:
+                self.broken = True
+            hit = hit or bool(mask & (IN_Q_OVERFLOW | _ENDED)) or name in self._names.get(wd, ())
         return hit

@@ -423,7 +423,10 @@ class SnapshotStore:
         can (tried again at each refresh until it can: the warehouse's directory may not exist yet).
         Only for a local warehouse; a store on HDFS stats its files on WATCH_S's timer."""
         if self._watch is not None:
-            return True
+            if not self._watch.broken:
+                return True
+            self._watch.close()  # its directory was removed or replaced: watch the one there now
+            self._watch = None
         warehouse = self.reader.warehouse
         if not isinstance(warehouse, Path):
             return False

@@ -5,6 +5,7 @@ refreshes once per WATCHED_REFRESH_S, not every refresh interval."""
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 
@@ -73,3 +74,42 @@ def test_a_watched_store_refreshes_on_the_jobs_write_and_otherwise_once_per_safe
     finally:
         assert store.stop(5)
     assert store._watch is None  # closed with the refresher
+
+
+def test_a_watch_whose_directory_is_replaced_says_so_and_the_store_watches_the_new_one(tmp_path):
+    warehouse = tmp_path / "warehouse"
+    warehouse.mkdir()
+    heard = threading.Semaphore(0)
+    watch = FileWatch([warehouse / PROGRESS_FILE], heard.release)
+    try:
+        warehouse.rename(tmp_path / "old")
+        assert heard.acquire(timeout=2) and watch.broken
+    finally:
+        watch.close()
+    warehouse.mkdir()  # a warehouse restored in its place
+    refreshes: list[float] = []
+    store = SnapshotStore(SnapshotReader(warehouse), 0.05, retention_ms=1000)
+    store.add_listener(lambda _snap, _swapped: refreshes.append(time.monotonic()))
+    store.start()
+    try:
+        deadline = time.monotonic() + 5
+        while store._watch is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        first = store._watch
+        shutil.rmtree(warehouse)
+        warehouse.mkdir()
+        deadline = time.monotonic() + 5
+        while (store._watch is first or store._watch is None) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store._watch is not None and store._watch is not first, "the new directory is watched"
+        time.sleep(0.1)
+        before = len(refreshes)
+        written = time.monotonic()
+        _replace(warehouse / PROGRESS_FILE, '{"batchId": 7}')
+        deadline = time.monotonic() + 2
+        while len(refreshes) == before and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert len(refreshes) > before and refreshes[before] - written < 0.2
+        assert store.progress == {"batchId": 7}
+    finally:
+        assert store.stop(5)
