@@ -18,28 +18,27 @@ FLEET_PLOT = ROOT / "docs" / "fleet-cost.png"
 
 # What comes next for a target not reached, read from its profile (docs/scaling.md, records 21-23).
 NEXT = {
-    "register": "no one process holds it: at 1,000 brokers (2026-11-28 14:36) the job's JVM 3.0 % of a core, "
-                "the embedded Kafka 2.6, the front 2.7, the Python workers 1.7, the job 0.5, the cut builder 0.3 "
+    "register": "no one process holds it: at 1,000 brokers (2026-11-28 14:56) the front 2.9 % of a core, the "
+                "embedded Kafka 2.5, the job's JVM 2.2, the Python workers 1.6, the job 0.6, the cut builder 0.3 "
                 "and the HTTP server 0.1. The serving side's timed looks at the job's progress record (a stat "
                 "every 20 ms, a refresh every 200 ms in each of three processes) went the same day: the kernel "
-                "wakes them when the file is replaced (18.2 -> 10.8 % of a core). Next: the job's cost per "
-                "trigger and per batch (the heartbeat row), then the front's per-request Python",
-    "heartbeat": "no one process holds it: the job's JVM 3.5 % of a core, the embedded Kafka 2.2, the front 2.0, "
-                 "the Python workers 1.9, the job 0.7; 3.5 of the 10.7 is the system with no broker (the idle "
-                 "row). The serving side's timed looks went on 2026-11-28 (18.2 -> 10.7); RocketMQ's own figure "
-                 "moves between runs (4.8, then 3.5). What is left per batch is Spark's: about 0.1 s planning "
-                 "and 0.2-0.3 s after the sink before the next trigger (JFR). Next: the idle floor's job side "
-                 "(the watcher's fetch every 500 ms, a trigger every 2 s), then fewer batches for deferred "
-                 "heartbeats",
+                "wakes them when the file is replaced (18.2 -> 10.1 % of a core with the job's rarer fetches). "
+                "Next: the job's cost per trigger and per batch, then the front's per-request Python",
+    "heartbeat": "no one process holds it: the job's JVM 2.5 % of a core, the embedded Kafka 2.0, the front 2.0, "
+                 "the Python workers 1.7, the job 0.7; 3.3 of the 9.5 is the system with no broker (the idle "
+                 "row). The serving side's timed looks went on 2026-11-28, and the job's watcher fetches every "
+                 "2.5 s at Apache Kafka (18.2 -> 9.5); RocketMQ's own figure moves between runs (4.8, 3.5, 3.6). "
+                 "What is left per batch is Spark's: about 0.1 s planning and 0.2-0.3 s after the sink before "
+                 "the next trigger (JFR). Next: fewer batches for deferred heartbeats",
     "memory": "the job's JVM (its heap at the 1 GiB floor where the model asks less: 256 MiB with no cut yet) and its "
               "Python processes hold most of it, then the embedded Kafka's JVM: a lower heap floor for small "
               "fleets, and the serving processes' own heaps (below)",
     "idle": "the embedded Kafka's JVM 1.3 % of a core (its purgatory reapers and network threads tick on "
-            "their own: 'The embedded broker'), the job's JVM 0.6 (a G1 cycle every 30 s that gives the heap "
-            "back, Spark's context cleaner) and its Python workers 0.6 (the source's watcher, a fetch every "
-            "500 ms and a trigger every 2 s). The serving side's timed looks went on 2026-11-28 (5.88 -> "
-            "3.48 %). Next: the watcher's fetches (a longer wait at Apache Kafka, which answers a waiting "
-            "fetch when a record arrives, once a deadline's wake is shown not to depend on it)",
+            "their own: 'The embedded broker'), the job's JVM 0.8 (a G1 cycle every 30 s that gives the heap "
+            "back, Spark's context cleaner, a trigger every 2 s) and the serving side's 0.7. On 2026-11-28 the "
+            "serving side's timed looks went (the kernel wakes them) and the job's watcher fetches every 2.5 s "
+            "(5.88 -> 3.27 %). Next: the job's idle triggers (a look of up to 10 s when nothing waits, weighed "
+            "against how long a stopping query waits for it) and a smaller embedded Kafka (fewer purgatories)",
     "first_wave": "a first registration is answered once its cut is served; since 2026-11-28 the host's cut "
                   "file is written in parts (a cut that changes no route rewrites only its head), so what is "
                   "left per cut of the wave is the job's batch and the builder's encoding of the new route "

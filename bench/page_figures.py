@@ -59,6 +59,7 @@ SETTINGS: dict[str, dict[str, str]] = {
         "3 s": "NAMESRV_REMOTING_WRITE_WAIT_MS; a RocketMQ client's request timeout",
         "25 s": "NAMESRV_HEARTBEAT_DEFER_MS's default",
         "20 ms": "the serving processes' refresh interval",
+        "2500 ms": "NAMESRV_KAFKA_FETCH_WAIT_MS's default on Apache Kafka",
         "1 GiB": "NAMESRV_KAFKA_RETENTION_BYTES (a partition) and NAMESRV_SPARK_DRIVER_MEMORY (1g) defaults",
         "2 GiB": "LARGE_FLEET's NAMESRV_SPARK_DRIVER_MEMORY (2g)",
         "1 day": "NAMESRV_KAFKA_RETENTION_MS's default",
