@@ -24,6 +24,32 @@ def _replace(path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _assert_refreshed_at_once(store: SnapshotStore, refreshes: list[float], warehouse, batch_id: int) -> None:
+    """The job rewrites its progress record: the store refreshes within 0.2 s and reads it."""
+    before = len(refreshes)
+    written = time.monotonic()
+    _replace(warehouse / PROGRESS_FILE, f'{{"batchId": {batch_id}}}')
+    deadline = time.monotonic() + 2
+    while len(refreshes) == before and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert len(refreshes) > before and refreshes[before] - written < 0.2
+    assert store.progress == {"batchId": batch_id}
+
+
+def _watched_store(warehouse) -> tuple[SnapshotStore, list[float]]:
+    """A started store (a 50 ms refresh interval) over a local warehouse, once its first refresh
+    has set its watch up, and the times of its refreshes."""
+    refreshes: list[float] = []
+    store = SnapshotStore(SnapshotReader(warehouse), 0.05, retention_ms=1000)
+    store.add_listener(lambda _snap, _swapped: refreshes.append(time.monotonic()))
+    store.start()
+    deadline = time.monotonic() + 5
+    while store._watch is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store._watch is not None, "a local warehouse's files are watched"
+    return store, refreshes
+
+
 def test_a_watch_hears_its_files_replaced_written_and_removed_and_nothing_else(tmp_path):
     heard = threading.Semaphore(0)
     watched, other = tmp_path / "a.json", tmp_path / "b.json"
@@ -49,28 +75,14 @@ def test_a_directory_that_is_not_there_cannot_be_watched(tmp_path):
 
 
 def test_a_watched_store_refreshes_on_the_jobs_write_and_otherwise_once_per_safety_interval(tmp_path):
-    refreshes: list[float] = []
-    store = SnapshotStore(SnapshotReader(tmp_path), 0.05, retention_ms=1000)
-    store.add_listener(lambda _snap, _swapped: refreshes.append(time.monotonic()))
-    store.start()
+    store, refreshes = _watched_store(tmp_path)
     try:
-        deadline = time.monotonic() + 5
-        while store._watch is None and time.monotonic() < deadline:  # the first refresh sets the watch up
-            time.sleep(0.01)
-        assert store._watch is not None, "a local warehouse's files are watched"
         time.sleep(0.3)
         idle_start = len(refreshes)
         time.sleep(2.0)
         # a 50 ms interval would have refreshed ~40 times; the watched store's safety net twice
         assert len(refreshes) - idle_start <= 2.0 / store_module.WATCHED_REFRESH_S + 1
-        before = len(refreshes)
-        written = time.monotonic()
-        _replace(tmp_path / PROGRESS_FILE, '{"batchId": 1}')
-        deadline = time.monotonic() + 2
-        while len(refreshes) == before and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert len(refreshes) > before and refreshes[before] - written < 0.2
-        assert store.progress == {"batchId": 1}
+        _assert_refreshed_at_once(store, refreshes, tmp_path, 1)
     finally:
         assert store.stop(5)
     assert store._watch is None  # closed with the refresher
@@ -87,14 +99,8 @@ def test_a_watch_whose_directory_is_replaced_says_so_and_the_store_watches_the_n
     finally:
         watch.close()
     warehouse.mkdir()  # a warehouse restored in its place
-    refreshes: list[float] = []
-    store = SnapshotStore(SnapshotReader(warehouse), 0.05, retention_ms=1000)
-    store.add_listener(lambda _snap, _swapped: refreshes.append(time.monotonic()))
-    store.start()
+    store, refreshes = _watched_store(warehouse)
     try:
-        deadline = time.monotonic() + 5
-        while store._watch is None and time.monotonic() < deadline:
-            time.sleep(0.01)
         first = store._watch
         shutil.rmtree(warehouse)
         warehouse.mkdir()
@@ -103,13 +109,6 @@ def test_a_watch_whose_directory_is_replaced_says_so_and_the_store_watches_the_n
             time.sleep(0.01)
         assert store._watch is not None and store._watch is not first, "the new directory is watched"
         time.sleep(0.1)
-        before = len(refreshes)
-        written = time.monotonic()
-        _replace(warehouse / PROGRESS_FILE, '{"batchId": 7}')
-        deadline = time.monotonic() + 2
-        while len(refreshes) == before and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert len(refreshes) > before and refreshes[before] - written < 0.2
-        assert store.progress == {"batchId": 7}
+        _assert_refreshed_at_once(store, refreshes, warehouse, 7)
     finally:
         assert store.stop(5)
