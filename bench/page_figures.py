@@ -78,7 +78,14 @@ SETTINGS: dict[str, dict[str, str]] = {
     },
     "docs/performance.md": {"64 KiB": "the size from which the front writes a body as its own object"},
     "docs/alerting.md": {"90 %": "an alert's threshold", "300 s": "an alert's threshold"},
+    "docs/backup.md": {"15 s": "how long the job sees a short log before it believes a reset (GONE_CONFIRM_S)"},
+    "docs/reliability.md": {"15 s": "how long the job sees a short log before it believes a reset (GONE_CONFIRM_S); "
+                                    "the old writer's comeback after the lease"},
+    "docs/deploy.md": {"110 s": "how long the longest multi-host test runs (its own output, not the bench)"},
+    "docs/tests.md": {"110 s": "how long the longest multi-host test runs (its own output, not the bench)"},
+    "docs/troubleshooting.md": {"16 s": "a retry's backoff (2, 4, 8, 16 and 30 s)"},
     "docs/operations.md": {  # the event log's retention: record sizes × the fleet's period, against the settings
+        "15 minutes": "an alert's duration",
         "1.5 KB": "a 10-topic registration's size",
         "12 KB": "a 100-topic registration's size",
         "5 KB/s": "100 brokers × 1.5 KB every 30 s",
@@ -90,6 +97,7 @@ SETTINGS: dict[str, dict[str, str]] = {
     "docs/events.md": {"12 MB": "a 100,000-topic registration's size"},
     "docs/remoting.md": {"12 bytes": "a frame's length fields (RocketMQ's protocol)"},
     "docs/semantics.md": {"14 s": "how long a test pauses the broker",
+                          "15 s": "how long the malformed-request test takes (its own output, not the bench)",
                           "300 ms": "RocketMQ's timeout for NOTIFY_MIN_BROKER_ID_CHANGE"},
 }
 
