@@ -14,7 +14,7 @@ Only local directories can be watched (HDFS has no such notice): a store on HDFS
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import logging
 import os
 import select
@@ -43,6 +43,14 @@ _ENDED = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of NUL-padded name)
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """The C library's inotify calls, from the symbols the process has loaded already: no
+    `ctypes.util.find_library`, which runs `ldconfig -p` in a child process on every call (a
+    store retries its watch at each look while its directory is missing)."""
+    return ctypes.CDLL(None, use_errno=True)
+
+
 class FileWatch:
     """Calls `changed()`, on a thread of its own, each time one of `files` is renamed over, written
     and closed, or removed (events that arrive together call it once), and when a watched directory
@@ -51,7 +59,7 @@ class FileWatch:
     (none there, not Linux, out of watches)."""
 
     def __init__(self, files: Iterable[Path], changed: Callable[[], None]) -> None:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = _libc()
         fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         if fd < 0:
             err = ctypes.get_errno()
