@@ -401,17 +401,17 @@ class SnapshotStore:
                     if mark != seen:
                         seen, changed_at = mark, time.monotonic()
                 self.refresh()
-                interval = max(self.refresh_interval_s, WATCHED_REFRESH_S) if watched else self.refresh_interval_s
-                due = time.monotonic() + interval
+                if watched:  # the watch pokes on a change: one wait, then the next refresh either way
+                    if self._poke.wait(max(self.refresh_interval_s, WATCHED_REFRESH_S)):
+                        self._poke.clear()
+                    continue
+                due = time.monotonic() + self.refresh_interval_s
                 while not self._stop.is_set():
-                    if watched:
-                        watch = max(0.0, due - time.monotonic())
-                    else:
-                        watch = WATCH_S if time.monotonic() - changed_at < QUIET_AFTER_S else WATCH_QUIET_S
+                    watch = WATCH_S if time.monotonic() - changed_at < QUIET_AFTER_S else WATCH_QUIET_S
                     if self._poke.wait(min(watch, max(0.0, due - time.monotonic()))):
                         self._poke.clear()
                         break
-                    if time.monotonic() >= due or (not watched and self._watch_mark() != seen):
+                    if time.monotonic() >= due or self._watch_mark() != seen:
                         break
         finally:
             if self._watch is not None:

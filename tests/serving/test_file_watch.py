@@ -4,13 +4,13 @@ refreshes once per WATCHED_REFRESH_S, not every refresh interval."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import threading
 import time
 
 import pytest
 
+from conf.store import replace_text
 from schemas.progress import PROGRESS_FILE
 from snapshots import store as store_module
 from snapshots.file_watch import FileWatch
@@ -18,17 +18,11 @@ from snapshots.reader import SnapshotReader
 from snapshots.store import SnapshotStore
 
 
-def _replace(path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def _assert_refreshed_at_once(store: SnapshotStore, refreshes: list[float], warehouse, batch_id: int) -> None:
     """The job rewrites its progress record: the store refreshes within 0.2 s and reads it."""
     before = len(refreshes)
     written = time.monotonic()
-    _replace(warehouse / PROGRESS_FILE, f'{{"batchId": {batch_id}}}')
+    replace_text(warehouse / PROGRESS_FILE, f'{{"batchId": {batch_id}}}')
     deadline = time.monotonic() + 2
     while len(refreshes) == before and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -55,9 +49,9 @@ def test_a_watch_hears_its_files_replaced_written_and_removed_and_nothing_else(t
     watched, other = tmp_path / "a.json", tmp_path / "b.json"
     watch = FileWatch([watched], heard.release)
     try:
-        _replace(other, "x")  # a sibling's rename (and its temporary file's write) is not the watched file's
+        replace_text(other, "x")  # a sibling's rename (and its temporary file's write) is not the watched file's
         assert not heard.acquire(timeout=0.3)
-        _replace(watched, "1")
+        replace_text(watched, "1")
         assert heard.acquire(timeout=2)
         watched.write_text("2")  # written in place and closed
         assert heard.acquire(timeout=2)
@@ -65,7 +59,7 @@ def test_a_watch_hears_its_files_replaced_written_and_removed_and_nothing_else(t
         assert heard.acquire(timeout=2)
     finally:
         watch.close()
-    _replace(watched, "3")  # closed: no more calls
+    replace_text(watched, "3")  # closed: no more calls
     assert not heard.acquire(timeout=0.3)
 
 
