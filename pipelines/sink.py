@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -56,7 +57,7 @@ class BatchPlan:
     """What a batch's output rows ask the sink to write."""
 
     replace: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)  # table -> owner -> rows
-    changes: list[dict[str, Any]] = field(default_factory=list)  # route_changes rows, in order
+    changes: list[list[Any]] = field(default_factory=list)  # route_changes rows (step_rows.CHANGE_FIELDS), in order
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
     deadlines: dict[str, int | None] = field(default_factory=dict)  # group -> next timeout (None: none)
@@ -87,11 +88,25 @@ def plan_batch(rows: Iterable[dict[str, Any]], batch_id: int, now_ms: int) -> Ba
             plan.replace.setdefault(target, {})[r["owner"]] = json.loads(r["body"])
     plan.dead_letters.sort(key=lambda d: (d["partition"], d["offset"]))
     # Deterministic order: by Kafka position, expiries (no position) last, then by group.
-    plan.changes.sort(key=lambda c: (c["partition"] is None, c["partition"] or 0, c["offset"] or 0, c["time"],
-                                     c["brokerName"] or c["namespace"] or ""))
-    for seq, c in enumerate(plan.changes):
-        c["snapshotId"], c["seq"] = batch_id, seq
+    plan.changes.sort(key=lambda c: (c[_PARTITION] is None, c[_PARTITION] or 0, c[_OFFSET] or 0, c[_TIME],
+                                     c[_BROKER] or c[_NAMESPACE] or ""))
     return plan
+
+
+_PARTITION, _OFFSET, _TIME, _BROKER, _NAMESPACE, _KIND = (
+    step_rows.CHANGE_FIELDS.index(name) for name in ("partition", "offset", "time", "brokerName", "namespace", "kind"))
+
+
+def route_changes_table(changes: list[list[Any]], snapshot_id: int) -> pa.Table:
+    """A batch's route changes, in order, as route_changes rows: `seq` is the position."""
+    schema = t.ROUTE_CHANGES.schema
+    columns = list(zip(*changes, strict=True)) if changes else [()] * len(step_rows.CHANGE_FIELDS)
+    return pa.Table.from_arrays(
+        [pa.array([snapshot_id] * len(changes), schema.field("snapshotId").type),
+         pa.array(range(len(changes)), schema.field("seq").type),
+         *(pa.array(column, schema.field(name).type) for name, column in zip(step_rows.CHANGE_FIELDS, columns,
+                                                                             strict=True))],
+        schema=schema)
 
 
 @dataclass(frozen=True)
@@ -314,7 +329,7 @@ class DeltaSink:
             partial(self._replace, table, plan.replace[table.name], batch_id)
             for table in t.STATE_TABLES if plan.replace.get(table.name)]
         if plan.changes:
-            writes.append(partial(self._write, t.ROUTE_CHANGES, t.ROUTE_CHANGES.from_rows(plan.changes), batch_id,
+            writes.append(partial(self._write, t.ROUTE_CHANGES, route_changes_table(plan.changes, batch_id), batch_id,
                                   predicate=None, mode="append"))
         self._side_by_side(writes)
         phases = {**(phases or {}), "tablesDone": _now_ms()}
@@ -367,10 +382,10 @@ class DeltaSink:
         m.records.inc(consumed)
         m.batch_records.observe(consumed)
         m.batch_seconds.observe(seconds)
-        for change in plan.changes:
-            m.changes.labels(change["kind"]).inc()
-            if change["kind"] in REJECTION_KINDS:
-                m.rejections.labels(REJECTION_KINDS[change["kind"]]).inc()
+        for kind, count in Counter(change[_KIND] for change in plan.changes).items():
+            m.changes.labels(kind).inc(count)
+            if kind in REJECTION_KINDS:
+                m.rejections.labels(REJECTION_KINDS[kind]).inc(count)
         for dead in plan.dead_letters:
             m.dead_letters.labels(reason_class(dead["reason"])).inc()
         if self._latest_snapshot is not None:

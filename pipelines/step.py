@@ -307,17 +307,18 @@ def _run_broker_group(group: str | None, events: list[dict[str, Any]], coords: l
 
 def _changes_row(group: str | None, broker_name: str | None, changes: list[dict[str, Any]],
                  coords: list[tuple[int, int]]) -> dict[str, Any]:
-    """route_changes rows (without snapshotId/seq, which the sink assigns) for one group's call."""
+    """route_changes rows (`step_rows.CHANGE_FIELDS`: without snapshotId/seq, which the sink
+    assigns) for one group's call."""
     rows = []
+    dumps = out_rows.dumps_sorted
     for c in changes:
         i = c.get("eventIndex")
         partition, offset = coords[i] if i is not None else (None, None)
-        rows.append({"time": c["time"], "kind": c["kind"], "clusterName": c.get("clusterName"),
-                     "brokerName": broker_name, "brokerAddr": c.get("brokerAddr"), "brokerId": c.get("brokerId"),
-                     "topic": c.get("topic"), "namespace": c.get("namespace"), "key": c.get("key"),
-                     "before": None if c["before"] is None else out_rows.dumps_sorted(c["before"]),
-                     "after": None if c["after"] is None else out_rows.dumps_sorted(c["after"]),
-                     "partition": partition, "offset": offset})
+        before, after = c["before"], c["after"]
+        rows.append([c["time"], c["kind"], c.get("clusterName"), broker_name, c.get("brokerAddr"), c.get("brokerId"),
+                     c.get("topic"), c.get("namespace"), c.get("key"),
+                     None if before is None else dumps(before), None if after is None else dumps(after),
+                     partition, offset])
     return out_rows.row(group, out_rows.ROUTE_CHANGES, out_rows.dumps_compact(rows))
 
 

@@ -3,8 +3,8 @@
 Each row is addressed to a `target`:
 - a state table name (`topic_queue`, ..., `kv_config`, `namesrv_config`): `body` is the JSON
   list of rows that replace every row of that table whose owner column equals `owner`;
-- `route_changes`: `body` is the JSON list of audit rows (without snapshotId/seq, which the
-  sink assigns);
+- `route_changes`: `body` is the JSON list of audit rows, each a list of `CHANGE_FIELDS` (the
+  table's columns without snapshotId/seq, which the sink assigns);
 - `dead_letter`: a record that broke the contract; `body` is the reason, and `raw`, `rawKey`,
   `partition`, `offset`, `kafkaTimestamp` locate the record;
 - REJECTED: a valid registration RocketMQ's rules refused (logged; the audit row is in
@@ -20,6 +20,9 @@ Each row is addressed to a `target`:
 from __future__ import annotations
 
 import json
+from _json import make_encoder
+from collections.abc import Callable
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from schemas import tables as t
@@ -38,11 +41,32 @@ READ_LOSS = "_read_loss"
 READ = "_read"
 
 
-# `json.dumps` with these settings, its encoder made once: json.dumps builds a JSONEncoder on every
-# call with settings other than its defaults, which cost more than encoding what the step encodes
-# most (a route change's small before/after dicts, 37 for a default broker's first registration)
-dumps_sorted = json.JSONEncoder(sort_keys=True).encode  # json.dumps(value, sort_keys=True)
-dumps_compact = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps(value, separators=(",", ":"))
+
+def _dumps(*, sort_keys: bool, separators: tuple[str, str]) -> Callable[[Any], str]:
+    """`json.dumps(value, sort_keys=..., separators=...)` with its C encoder made once. json.dumps
+    builds a JSONEncoder on every call with settings other than its defaults, and JSONEncoder.encode
+    a C encoder on every call, which cost more than encoding what the step encodes most (a route
+    change's small before/after dicts, 25 for a default broker's first registration). Without
+    json.dumps' check for circular values: the step encodes only what it built from decoded JSON."""
+    encode = make_encoder(None, json.JSONEncoder().default, encode_basestring_ascii, None,
+                          separators[1], separators[0], sort_keys, False, True)
+    return lambda value: "".join(encode(value, 0))
+
+
+dumps_sorted = _dumps(sort_keys=True, separators=(", ", ": "))  # json.dumps(value, sort_keys=True)
+dumps_compact = _dumps(sort_keys=False, separators=(",", ":"))  # json.dumps(value, separators=(",", ":"))
+
+# A route change as the step emits it: route_changes' columns but snapshotId and seq, in order. A
+# list, not an object: at 25 changes a first registration, the column names written and read for
+# every change were half of what encoding and decoding them cost.
+CHANGE_FIELDS: tuple[str, ...] = tuple(f.name for f in t.ROUTE_CHANGES.schema)[2:]
+assert tuple(f.name for f in t.ROUTE_CHANGES.schema)[:2] == ("snapshotId", "seq")
+_CHANGE_INDEX = {name: i for i, name in enumerate(CHANGE_FIELDS)}
+
+
+def changes_of(body: str) -> list[dict[str, Any]]:
+    """A `route_changes` row's body as one dict per change (tests, readers)."""
+    return [dict(zip(CHANGE_FIELDS, c, strict=True)) for c in json.loads(body)]
 
 
 def row(owner: str | None, target: str, body: str) -> dict[str, Any]:

@@ -8,7 +8,8 @@ validate through these functions, so a rule holds on every path.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 # RocketMQ constants (PermName, TopicConfig defaults, MixAll.MASTER_ID)
@@ -121,17 +122,29 @@ def data_version(raw: Any, field: str = "dataVersion") -> dict[str, int]:
     return out
 
 
-def queue_fields(raw: Mapping[str, Any], where: str) -> dict[str, int]:
-    """readQueueNums, writeQueueNums, perm, topicSysFlag with TopicConfig defaults, validated."""
-    def get(name: str, default: int) -> Any:
+# (field, TopicConfig's default, lowest, highest) of a queue's numbers, in the order they are checked
+_QUEUE_FIELDS = (("readQueueNums", DEFAULT_QUEUE_NUMS, 0, MAX_QUEUE_NUMS),
+                 ("writeQueueNums", DEFAULT_QUEUE_NUMS, 0, MAX_QUEUE_NUMS),
+                 ("perm", DEFAULT_PERM, 0, 7), ("topicSysFlag", 0, 0, 2**31 - 1))
+
+
+def queue_fields(raw: Mapping[str, Any], where: str | Callable[[], str]) -> dict[str, int]:
+    """readQueueNums, writeQueueNums, perm, topicSysFlag with TopicConfig defaults, validated.
+    `where` names the object in an error; a callable is called only then (a registration checks
+    tens of thousands of these, and a name formatted for each cost more than the check)."""
+    out: dict[str, int] = {}
+    for name, default, lo, hi in _QUEUE_FIELDS:
         value = raw.get(name)
-        return default if value is None else value
-    return {
-        "readQueueNums": int_in_range(get("readQueueNums", DEFAULT_QUEUE_NUMS), f"{where}.readQueueNums", 0, MAX_QUEUE_NUMS),
-        "writeQueueNums": int_in_range(get("writeQueueNums", DEFAULT_QUEUE_NUMS), f"{where}.writeQueueNums", 0, MAX_QUEUE_NUMS),
-        "perm": int_in_range(get("perm", DEFAULT_PERM), f"{where}.perm", 0, 7),
-        "topicSysFlag": int_in_range(get("topicSysFlag", 0), f"{where}.topicSysFlag", 0, 2**31 - 1),
-    }
+        if value is None:
+            value = default
+        elif type(value) is not int or not lo <= value <= hi:  # bool is not int here, as in int_in_range
+            int_in_range(value, f"{where() if callable(where) else where}.{name}", lo, hi)
+        out[name] = value
+    return out
+
+
+def _table_entry(topic: str) -> str:
+    return f"topicConfigTable['{topic}']"
 
 
 def topic_config_table(raw: Any) -> dict[str, dict[str, Any]]:
@@ -144,13 +157,13 @@ def topic_config_table(raw: Any) -> dict[str, dict[str, Any]]:
         validate_broker_topic(topic, "topicConfigTable key")
         if not isinstance(cfg, dict):
             raise InvalidInput(f"topicConfigTable['{topic}'] must be an object")
-        extra = sorted(set(cfg) - TOPIC_CONFIG_FIELDS)
-        if extra:
+        if not cfg.keys() <= TOPIC_CONFIG_FIELDS:
+            extra = sorted(set(cfg) - TOPIC_CONFIG_FIELDS)
             raise InvalidInput(f"topicConfigTable['{topic}'] has unknown field(s) {', '.join(extra)}")
         name = cfg.get("topicName", topic)
         if name != topic:
             raise InvalidInput(f"topicConfigTable['{topic}'].topicName is '{name}', not its key")
-        entry = queue_fields(cfg, f"topicConfigTable['{topic}']")
+        entry = queue_fields(cfg, partial(_table_entry, topic))
         order = cfg.get("order", False)
         if not isinstance(order, bool):
             raise InvalidInput(f"topicConfigTable['{topic}'].order must be a boolean")

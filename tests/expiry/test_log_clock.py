@@ -9,14 +9,12 @@ are still unread.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from pipelines.batch_context import BatchContext
 from pipelines.offset_log import LOG_CLOCK, RESUMED, LogClock
 from pipelines.step import StepConfig, run_group
-from pipelines.step_rows import DEADLINE
+from pipelines.step_rows import DEADLINE, changes_of
 from routeinfo.housekeeping import RECHECK_MS
 from routeinfo.state import GroupState
 from schemas import tables as t
@@ -37,7 +35,7 @@ def addrs(state):
 
 
 def changes(rows):
-    return [c["kind"] for r in rows if r["target"] == t.ROUTE_CHANGES.name for c in json.loads(r["body"])]
+    return [c["kind"] for r in rows if r["target"] == t.ROUTE_CHANGES.name for c in changes_of(r["body"])]
 
 
 def test_a_member_whose_clock_runs_ahead_expires_nobody():

@@ -6,8 +6,9 @@ import json
 
 from pipelines.batch_context import BatchContext
 from pipelines.offset_log import LOG_CLOCK, RESETS
-from pipelines.sink import batch_read, plan_batch
-from pipelines.step_rows import BATCH, DEAD_LETTER, READ, REJECTED, row
+from pipelines.sink import batch_read, plan_batch, route_changes_table
+from pipelines.step_rows import BATCH, CHANGE_FIELDS, DEAD_LETTER, READ, REJECTED, ROUTE_CHANGES, row
+from schemas import tables as t
 
 
 def out(owner, target, body, **coords):
@@ -26,6 +27,27 @@ def test_plan_groups_rows_by_table_and_owner():
     assert plan.replace["kv_config"] == {"ns": [{"namespace": "ns", "key": "k", "value": "v"}]}
     assert [(d["partition"], d["offset"], d["batchId"]) for d in plan.dead_letters] == [(0, 3, 7), (1, 9, 7)]
     assert plan.rejected == ["a: stale"]
+
+
+def change(**values):
+    return [values.get(name) for name in CHANGE_FIELDS]
+
+
+def test_route_changes_are_ordered_by_log_position_and_numbered_in_the_table():
+    """Changes come as lists (step_rows.CHANGE_FIELDS) from each group's call; the table orders them
+    by Kafka position, expiries (no position) last, and numbers them in that order."""
+    expiry = change(time=50, kind="BROKER_EXPIRED", brokerName="b", brokerAddr="10.0.0.2:10911")
+    late = change(time=20, kind="TOPIC_ADDED", brokerName="a", topic="T", after='{"perm": 6}', partition=1, offset=4)
+    early = change(time=30, kind="BROKER_ADDED", clusterName="c", brokerName="b", brokerId=0, partition=0, offset=9)
+    kv = change(time=10, kind="KV_PUT", namespace="ns", key="k", after='"v"', partition=1, offset=2)
+    rows = [row("b", ROUTE_CHANGES, json.dumps([expiry, early])), row("a", ROUTE_CHANGES, json.dumps([late])),
+            row("kv/ns", ROUTE_CHANGES, json.dumps([kv]))]
+    plan = plan_batch(rows, 7, 123)
+    table = route_changes_table(plan.changes, 7)
+    assert table.schema == t.ROUTE_CHANGES.schema
+    assert table.to_pylist() == [{"snapshotId": 7, "seq": seq, **dict(zip(CHANGE_FIELDS, c, strict=True))}
+                                 for seq, c in enumerate([early, kv, late, expiry])]
+    assert route_changes_table([], 7).num_rows == 0
 
 
 def test_the_batch_tells_the_sink_what_it_read():

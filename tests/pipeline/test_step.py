@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from pipelines.step import StepConfig, run_group
-from pipelines.step_rows import DEAD_LETTER, DEADLINE, REJECTED
+from pipelines.step_rows import DEAD_LETTER, DEADLINE, REJECTED, changes_of
 from routeinfo.state import GroupState
 from schemas import events as ev
 from schemas import tables as t
@@ -50,7 +50,7 @@ def test_rejections_are_reported_and_leave_no_state():
     assert state is None and deadline is None
     assert [r["target"] for r in rows] == [REJECTED, t.ROUTE_CHANGES.name, DEADLINE]
     assert rows[2]["body"] == ""  # no state, no timeout: the sink forgets the group
-    change = json.loads(rows[1]["body"])[0]
+    change = changes_of(rows[1]["body"])[0]
     assert change["kind"] == "REGISTRATION_REJECTED" and (change["partition"], change["offset"]) == (0, 0)
 
 
@@ -96,7 +96,7 @@ def test_changes_carry_their_event_coordinates_and_heartbeats_add_none():
             record(ev.heartbeat_event(cluster="DefaultCluster", broker_name="broker-a", broker_id=0,
                                       addr="10.0.0.1:1"), 8)]
     state, _, rows = run_group("broker-a", recs, None, T0, CFG)
-    changes = json.loads(by_table(rows)[t.ROUTE_CHANGES.name]["body"])
+    changes = changes_of(by_table(rows)[t.ROUTE_CHANGES.name]["body"])
     assert [(c["kind"], c["topic"], c["offset"]) for c in changes] == [
         ("CLUSTER_JOINED", None, 7), ("BROKER_REGISTERED", None, 7), ("QUEUE_ADDED", "Base", 7),
         ("QUEUE_ADDED", "T", 7)]
@@ -155,7 +155,7 @@ def test_an_expiry_due_in_the_batch_of_a_re_registration_keeps_the_fresh_entry()
     after, deadline, rows = run_group("broker-a", [record(reg("broker-a", 0, "10.0.0.1:1"), 1, ts=late)], state,
                                       late + 100, CFG)
     assert _addrs(after) == {0: "10.0.0.1:1"} and deadline == late + 10_001
-    kinds = [c["kind"] for c in json.loads(by_table(rows)[t.ROUTE_CHANGES.name]["body"])]
+    kinds = [c["kind"] for c in changes_of(by_table(rows)[t.ROUTE_CHANGES.name]["body"])]
     assert kinds.index("BROKER_EXPIRED") < kinds.index("BROKER_REGISTERED")
 
 
