@@ -73,7 +73,8 @@ class EventPublisher:
         signals (which may wait) from changes; a registration published whole carries its request's
         fingerprint (liveness/fingerprint.py)."""
         headers = [(TYPE_HEADER, str(event["type"]).encode())]
-        key, value = encode(event)
+        record = event.record if isinstance(event, Fingerprinted) else None
+        key, value = encode(event) if record is None else record
         if len(value) <= self.max_message_bytes:
             if isinstance(event, Fingerprinted):
                 headers.append(fingerprint_header(event.fingerprint))

@@ -425,7 +425,7 @@ class Front:
                 answer = await self._repeat_unserved(mine)
                 if answer is not None:
                     return answer
-        event = ev.Fingerprinted(requests.registration(cmd, _now_ms(), validate=not repeat), fingerprint)
+        event = requests.registration(cmd, _now_ms(), validate=not repeat, fingerprinted=fingerprint)
         del cmd  # decoded: its body (tens of KB at 100 topics) is not held while this waits
         key = (event["clusterName"], event["brokerAddr"])
         # §3.2.7, answered as RocketMQ does; judged on the served cut unless this connection has just

@@ -48,10 +48,16 @@ def _bool(ext: Mapping[str, str], name: str) -> bool | None:
 
 def validated(event: dict[str, Any], now_ms: int) -> dict[str, Any]:
     """`event` if the contract accepts it; InvalidInput with the dead-letter reason otherwise."""
-    key, value = ev.encode(event)
+    _checked(ev.encode(event), now_ms)
+    return event
+
+
+def _checked(record: tuple[bytes, bytes], now_ms: int) -> tuple[bytes, bytes]:
+    """An event's record, (key, value), if the contract's parser accepts it as the job will."""
+    key, value = record
     ev.parse_event(value, key=key.decode(), record_time_ms=now_ms, max_message_bytes=_NO_LIMIT,
                    max_clock_skew_ms=_NO_LIMIT)
-    return event
+    return record
 
 
 def fingerprint(cmd: Command) -> bytes:
@@ -62,10 +68,12 @@ def fingerprint(cmd: Command) -> bytes:
     return liveness_fingerprint.of_request(cmd.ext, cmd.version, cmd.body)
 
 
-def registration(cmd: Command, now_ms: int, *, validate: bool = True) -> dict[str, Any]:
-    """103 as REGISTER_BROKER. Raises InvalidInput, or bodies.BodyError for a body that fails its
-    CRC (0 or absent: not checked, as in RocketMQ) or does not decode. `validate` False: the
-    same request (`fingerprint`) was accepted before; the contract's parser is not run again."""
+def registration(cmd: Command, now_ms: int, *, validate: bool = True,
+                 fingerprinted: bytes | None = None) -> ev.Fingerprinted:
+    """103 as REGISTER_BROKER, with its request's fingerprint (`fingerprinted`, or computed) and,
+    validated, its record. Raises InvalidInput, or bodies.BodyError for a body that fails its CRC
+    (0 or absent: not checked, as in RocketMQ) or does not decode. `validate` False: the same
+    request (`fingerprint`) was accepted before; the contract's parser is not run again."""
     ext = cmd.ext
     if cmd.version < 0:  # RocketMQ looks the version up in MQVersion first, and fails (SYSTEM_ERROR)
         raise InvalidInput(f"version {cmd.version} is not an MQVersion ordinal")
@@ -82,7 +90,8 @@ def registration(cmd: Command, now_ms: int, *, validate: bool = True) -> dict[st
         timeout_ms=_long(ext, "heartbeatTimeoutMillis", required=False),
         enable_acting_master=_bool(ext, "enableActingMaster"), zone=ext.get("__ZONE_NAME") or None,
         filter_servers=reg.filter_servers, timestamp=now_ms)
-    return validated(event, now_ms) if validate else event
+    return ev.Fingerprinted(event, fingerprint(cmd) if fingerprinted is None else fingerprinted,
+                            _checked(ev.encode(event), now_ms) if validate else None)
 
 
 def single_topic_of_unknown(snap: Snapshot, event: dict[str, Any]) -> bool:

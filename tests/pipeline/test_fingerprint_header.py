@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 from eventlog.consumer import consumer
@@ -41,6 +42,32 @@ def test_a_whole_registration_carries_its_request_fingerprint_and_a_chunk_none(k
     assert all(h[ev.TYPE_HEADER] == ev.REGISTER_BROKER.encode() for h in headers)
     assert ev.header_fingerprint(headers[0].get(ev.FINGERPRINT_HEADER)) == fingerprint
     assert all(ev.FINGERPRINT_HEADER not in h for h in headers[1:])  # chunks and other producers: none
+
+
+def test_an_event_s_validated_record_is_published_as_it_was_validated(kafka_bootstrap):
+    """The front validates a registration's record and the publisher sends those bytes, not an
+    encoding of its own (the event is encoded once)."""
+    topic = f"fp-{uuid.uuid4().hex[:8]}"
+    ensure_topic(kafka_bootstrap, topic, 1, {})
+    event = _registration(2)
+    key, _ = ev.encode(event)
+    validated = json.dumps(event, indent=1).encode()  # not what ev.encode writes
+    with EventPublisher(kafka_bootstrap, topic, max_message_bytes=4096) as pub:
+        pub.publish([ev.Fingerprinted(event, b"\x01" * 16, (key, validated))])
+    c = consumer(kafka_bootstrap, offset_reset="earliest")
+    try:
+        from kafka import TopicPartition
+        tp = TopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek(tp, 0)
+        records = []
+        for _ in range(10):
+            records += c.poll(timeout_ms=2000).get(tp, [])
+            if records:
+                break
+    finally:
+        c.close()
+    assert [(r.key, r.value) for r in records] == [(key, validated)]
 
 
 def test_a_header_that_is_not_hex_is_no_fingerprint():
