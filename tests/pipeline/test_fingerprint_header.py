@@ -18,6 +18,24 @@ def _registration(topics: int) -> dict:
                                     data_version={"timestamp": 1, "counter": 1, "stateVersion": 0}, timestamp=1)
 
 
+def _read(bootstrap: str, topic: str, count: int) -> list:
+    """The first `count` records of the topic's partition 0 (at most 20 s of polls)."""
+    from kafka import TopicPartition
+    c = consumer(bootstrap, offset_reset="earliest")
+    try:
+        tp = TopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek(tp, 0)
+        records: list = []
+        for _ in range(10):
+            if len(records) >= count:
+                break
+            records += c.poll(timeout_ms=2000).get(tp, [])
+    finally:
+        c.close()
+    return records
+
+
 def test_a_whole_registration_carries_its_request_fingerprint_and_a_chunk_none(kafka_bootstrap):
     topic = f"fp-{uuid.uuid4().hex[:8]}"
     ensure_topic(kafka_bootstrap, topic, 1, {})
@@ -27,17 +45,7 @@ def test_a_whole_registration_carries_its_request_fingerprint_and_a_chunk_none(k
         chunked = pub.publish([ev.Fingerprinted(_registration(200), fingerprint)])
         plain = pub.publish([_registration(2)])
     assert len(whole) == 1 and len(chunked) > 1 and len(plain) == 1
-    c = consumer(kafka_bootstrap, offset_reset="earliest")
-    try:
-        from kafka import TopicPartition
-        tp = TopicPartition(topic, 0)
-        c.assign([tp])
-        c.seek(tp, 0)
-        records = []
-        while len(records) < 2 + len(chunked):
-            records += c.poll(timeout_ms=2000).get(tp, [])
-    finally:
-        c.close()
+    records = _read(kafka_bootstrap, topic, 2 + len(chunked))
     headers = [dict(r.headers) for r in records]
     assert all(h[ev.TYPE_HEADER] == ev.REGISTER_BROKER.encode() for h in headers)
     assert ev.header_fingerprint(headers[0].get(ev.FINGERPRINT_HEADER)) == fingerprint
@@ -54,20 +62,7 @@ def test_an_event_s_validated_record_is_published_as_it_was_validated(kafka_boot
     validated = json.dumps(event, indent=1).encode()  # not what ev.encode writes
     with EventPublisher(kafka_bootstrap, topic, max_message_bytes=4096) as pub:
         pub.publish([ev.Fingerprinted(event, b"\x01" * 16, (key, validated))])
-    c = consumer(kafka_bootstrap, offset_reset="earliest")
-    try:
-        from kafka import TopicPartition
-        tp = TopicPartition(topic, 0)
-        c.assign([tp])
-        c.seek(tp, 0)
-        records = []
-        for _ in range(10):
-            records += c.poll(timeout_ms=2000).get(tp, [])
-            if records:
-                break
-    finally:
-        c.close()
-    assert [(r.key, r.value) for r in records] == [(key, validated)]
+    assert [(r.key, r.value) for r in _read(kafka_bootstrap, topic, 1)] == [(key, validated)]
 
 
 def test_a_header_that_is_not_hex_is_no_fingerprint():
