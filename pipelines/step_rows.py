@@ -41,7 +41,6 @@ READ_LOSS = "_read_loss"
 READ = "_read"
 
 
-
 def _dumps(*, sort_keys: bool, separators: tuple[str, str]) -> Callable[[Any], str]:
     """`json.dumps(value, sort_keys=..., separators=...)` with its C encoder made once. json.dumps
     builds a JSONEncoder on every call with settings other than its defaults, and JSONEncoder.encode
@@ -60,8 +59,8 @@ dumps_compact = _dumps(sort_keys=False, separators=(",", ":"))  # json.dumps(val
 # list, not an object: at 25 changes a first registration, the column names written and read for
 # every change were half of what encoding and decoding them cost.
 CHANGE_FIELDS: tuple[str, ...] = tuple(f.name for f in t.ROUTE_CHANGES.schema)[2:]
-assert tuple(f.name for f in t.ROUTE_CHANGES.schema)[:2] == ("snapshotId", "seq")
-_CHANGE_INDEX = {name: i for i, name in enumerate(CHANGE_FIELDS)}
+if tuple(f.name for f in t.ROUTE_CHANGES.schema)[:2] != ("snapshotId", "seq"):  # the sink puts them first
+    raise RuntimeError("route_changes' first columns are no longer snapshotId and seq")
 
 
 def changes_of(body: str) -> list[dict[str, Any]]:
