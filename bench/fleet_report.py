@@ -27,7 +27,7 @@ NEXT = {
     "heartbeat": "no one process holds it: the job's JVM 3.2 % of a core, the front 2.1, the embedded Kafka 2.0, "
                  "the Python workers 1.6, the job 0.6; about 4 of the 10 is the system with no broker (the idle "
                  "row). The target sits inside the spread between runs: on 2026-11-28 ours was 9.5 and 10.0, "
-                 "RocketMQ's 3.6 and 3.0 (2.63× at 15:06, 3.33× at 18:45, nothing on this path changed between "
+                 "RocketMQ's 3.6 and 3.0 (2.63× at 15:06, 3.33× at 18:04, nothing on this path changed between "
                  "them); its figure has been 4.8, 3.5, 3.6 and 3.0. What is left per batch is Spark's: about 0.1 s "
                  "planning and 0.2-0.3 s after the sink before the next trigger (JFR). Next: fewer batches for "
                  "deferred heartbeats, and the idle row's",
