@@ -305,6 +305,14 @@ def _run_broker_group(group: str | None, events: list[dict[str, Any]], coords: l
     return (st.to_parts() if st else None), deadline, out
 
 
+# The order `_changes_row` writes a change's fields in (a literal list is the cheapest to build),
+# which must be route_changes' as the sink reads it
+_CHANGE_ORDER = ("time", "kind", "clusterName", "brokerName", "brokerAddr", "brokerId", "topic", "namespace", "key",
+                 "before", "after", "partition", "offset")
+if _CHANGE_ORDER != out_rows.CHANGE_FIELDS:
+    raise RuntimeError(f"_changes_row writes {_CHANGE_ORDER}, route_changes has {out_rows.CHANGE_FIELDS}")
+
+
 def _changes_row(group: str | None, broker_name: str | None, changes: list[dict[str, Any]],
                  coords: list[tuple[int, int]]) -> dict[str, Any]:
     """route_changes rows (`step_rows.CHANGE_FIELDS`: without snapshotId/seq, which the sink

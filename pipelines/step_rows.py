@@ -58,8 +58,8 @@ dumps_compact = _dumps(sort_keys=False, separators=(",", ":"))  # json.dumps(val
 # A route change as the step emits it: route_changes' columns but snapshotId and seq, in order. A
 # list, not an object: at 25 changes a first registration, the column names written and read for
 # every change were half of what encoding and decoding them cost.
-CHANGE_FIELDS: tuple[str, ...] = tuple(f.name for f in t.ROUTE_CHANGES.schema)[2:]
-if tuple(f.name for f in t.ROUTE_CHANGES.schema)[:2] != ("snapshotId", "seq"):  # the sink puts them first
+_SINK_ASSIGNED, CHANGE_FIELDS = t.ROUTE_CHANGES.schema.names[:2], tuple(t.ROUTE_CHANGES.schema.names[2:])
+if _SINK_ASSIGNED != ["snapshotId", "seq"]:  # the sink puts them first
     raise RuntimeError("route_changes' first columns are no longer snapshotId and seq")
 
 

@@ -48,16 +48,16 @@ def _bool(ext: Mapping[str, str], name: str) -> bool | None:
 
 def validated(event: dict[str, Any], now_ms: int) -> dict[str, Any]:
     """`event` if the contract accepts it; InvalidInput with the dead-letter reason otherwise."""
-    _checked(ev.encode(event), now_ms)
+    _record(event, now_ms)
     return event
 
 
-def _checked(record: tuple[bytes, bytes], now_ms: int) -> tuple[bytes, bytes]:
-    """An event's record, (key, value), if the contract's parser accepts it as the job will."""
-    key, value = record
+def _record(event: dict[str, Any], now_ms: int) -> tuple[bytes, bytes]:
+    """The event's record, (key, value), if the contract's parser accepts it as the job will."""
+    key, value = ev.encode(event)
     ev.parse_event(value, key=key.decode(), record_time_ms=now_ms, max_message_bytes=_NO_LIMIT,
                    max_clock_skew_ms=_NO_LIMIT)
-    return record
+    return key, value
 
 
 def fingerprint(cmd: Command) -> bytes:
@@ -91,7 +91,7 @@ def registration(cmd: Command, now_ms: int, *, validate: bool = True,
         enable_acting_master=_bool(ext, "enableActingMaster"), zone=ext.get("__ZONE_NAME") or None,
         filter_servers=reg.filter_servers, timestamp=now_ms)
     return ev.Fingerprinted(event, fingerprint(cmd) if fingerprinted is None else fingerprinted,
-                            _checked(ev.encode(event), now_ms) if validate else None)
+                            _record(event, now_ms) if validate else None)
 
 
 def single_topic_of_unknown(snap: Snapshot, event: dict[str, Any]) -> bool:
