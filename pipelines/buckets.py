@@ -3,7 +3,7 @@
 PySpark calls the function of `applyInPandasWithState` once per key and batch, and that call
 costs about 4 ms of CPU however little it does (BENCHMARKS.md, the fleet part): keyed by broker
 group, a fleet of 1,000 re-registering brokers cost 1,000 calls every 30 s. Keyed by bucket
-(`b<buckets>/<n>`, a hash of the brokerName), a batch costs at most `buckets` calls, whatever
+(`Layout`: a hash of the brokerName), a batch costs at most `buckets` calls, whatever
 the fleet. Inside a call each group still runs alone, through the same rules and with only its
 own records, so no rule changed: a bucket is a container, not a new unit of state.
 
@@ -23,6 +23,7 @@ import base64
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
@@ -46,20 +47,104 @@ NO_DEADLINE = np.iinfo(np.int64).max
 State = tuple[str, "str | None"]
 
 
-def bucket_prefix(buckets: int) -> str:
-    """The prefix of every bucket key under this bucket count: a checkpoint made under another
-    count has keys no call of this job takes for one of its buckets."""
-    return f"{BUCKET_PREFIX}{buckets}/"
+def spark_partition(key: str, partitions: int) -> int:
+    """The task of the stateful stage Spark hands the operator key `key` to: its hash
+    partitioning, `pmod(Murmur3_x86_32(UTF-8 bytes, seed 42), partitions)`, as Spark hashes a
+    string column (`Murmur3_x86_32.hashUnsafeBytes`: whole 4-byte words little-endian, then each
+    byte left over alone, sign-extended). Pure, so a layout's keys are a function of its
+    numbers; tests/pipeline/test_state_layout_keys.py checks it against Spark's own `hash`."""
+    data = key.encode("utf-8")
+    mask = 0xFFFFFFFF
+
+    def mix(h1: int, k1: int) -> int:
+        k1 = (k1 * 0xCC9E2D51) & mask
+        k1 = ((k1 << 15) | (k1 >> 17)) & mask
+        k1 = (k1 * 0x1B873593) & mask
+        h1 ^= k1
+        h1 = ((h1 << 13) | (h1 >> 19)) & mask
+        return (h1 * 5 + 0xE6546B64) & mask
+
+    h1, aligned = 42, len(data) - len(data) % 4
+    for i in range(0, aligned, 4):
+        h1 = mix(h1, int.from_bytes(data[i:i + 4], "little"))
+    for byte in data[aligned:]:
+        h1 = mix(h1, (byte - 256 if byte > 127 else byte) & mask)
+    h1 ^= len(data)
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & mask
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & mask
+    h1 ^= h1 >> 16
+    signed = h1 - (1 << 32) if h1 & 0x80000000 else h1
+    return signed % partitions  # Python's % of a positive divisor is Spark's pmod
 
 
-def bucket_key_column(key: Any, buckets: int) -> Any:
-    """The operator's key for a record whose Kafka key is the column `key`: its bucket for a
-    broker group, the key itself otherwise (null stays null: dead-lettered as before). Spark's
-    xxhash64 is seeded and stable across versions and hosts, so a restarted job finds its buckets."""
-    from pyspark.sql.functions import concat, lit, pmod, when, xxhash64
-    broker = key.isNotNull() & ~key.startswith(ev.KV_KEY_PREFIX) & (key != lit(ev.CONFIG_KEY))
-    return when(broker, concat(lit(bucket_prefix(buckets)), pmod(xxhash64(key), lit(buckets)).cast("string"))
-                ).otherwise(key)
+@dataclass(frozen=True)
+class Layout:
+    """Which keys of the stateful operator broker groups share: `buckets` of them, a group's
+    being a hash of its brokerName, named so that Spark's hash partitioning hands each of the
+    stage's `partitions` tasks as many (`spark_partition`). A batch's groups then weigh alike on
+    every task, and a registration wave's stage lasts as long as its share, not its largest
+    task's. `partitions` None: the names of checkpoints recorded before it (`b<buckets>/<n>`,
+    which fall where their hash puts them: 32 over 2 tasks fell 19 and 13, and a 1,000-broker
+    wave's larger task ran 0.88 s against the smaller's 0.61, Spark's event log, 2026-11-28).
+    The partition count only balances: keys of any count are correct under any other."""
+
+    buckets: int
+    partitions: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.buckets < 1 or (self.partitions is not None and self.partitions < 1):
+            raise ValueError(f"a layout needs at least one bucket and one partition, not {self}")
+
+    @property
+    def prefix(self) -> str:
+        """What every key of this layout begins with, and no key of another layout does."""
+        if self.partitions is None:
+            return f"{BUCKET_PREFIX}{self.buckets}/"
+        return f"{BUCKET_PREFIX}{self.buckets}.{self.partitions}/"
+
+    @cached_property
+    def keys(self) -> tuple[str, ...]:
+        """The key of each bucket, by bucket number. Balanced: bucket n's key is the prefix and
+        the smallest number not taken yet whose key Spark hands to task n mod partitions."""
+        if self.partitions is None:
+            return tuple(f"{self.prefix}{n}" for n in range(self.buckets))
+        keys: list[str] = []
+        taken: set[int] = set()
+        for n in range(self.buckets):
+            m = 0
+            while m in taken or spark_partition(f"{self.prefix}{m}", self.partitions) != n % self.partitions:
+                m += 1
+            taken.add(m)
+            keys.append(f"{self.prefix}{m}")
+        return tuple(keys)
+
+    @property
+    def tag(self) -> int | str:
+        """The layout in a batch's offsets (`state_layout.LAYOUT`) and the source's option: the bucket
+        count alone for the names before balancing, as batches planned before it recorded it."""
+        return self.buckets if self.partitions is None else f"{self.buckets}.{self.partitions}"
+
+    @staticmethod
+    def of_tag(tag: int | str) -> Layout:
+        buckets, _, partitions = str(tag).partition(".")
+        return Layout(int(buckets), int(partitions) if partitions else None)
+
+    def describe(self) -> str:
+        if self.partitions is None:
+            return f"{self.buckets} buckets"
+        return f"{self.buckets} buckets balanced over {self.partitions} tasks"
+
+    def key_column(self, key: Any) -> Any:
+        """The operator's key for a record whose Kafka key is the column `key`: its bucket's key for
+        a broker group, the key itself otherwise (null stays null: dead-lettered as before). Spark's
+        xxhash64 is seeded and stable across versions and hosts, so a restarted job finds its
+        buckets."""
+        from pyspark.sql.functions import array, element_at, lit, pmod, when, xxhash64
+        broker = key.isNotNull() & ~key.startswith(ev.KV_KEY_PREFIX) & (key != lit(ev.CONFIG_KEY))
+        bucket = pmod(xxhash64(key), lit(self.buckets)).cast("int") + lit(1)
+        return when(broker, element_at(array(*(lit(k) for k in self.keys)), bucket)).otherwise(key)
 
 
 @dataclass

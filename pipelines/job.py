@@ -26,6 +26,7 @@ from conf.version import argument_parser
 from eventlog.consumer import FETCH_BYTES
 from eventlog.topics import ensure_topic, retention_configs
 from pipelines import class_archive, kafka_source, planner_daemons, sizing, state_layout, warm_up, writer_lease
+from pipelines.buckets import Layout
 from pipelines.faults import KillAtRandom
 from pipelines.sink import DeltaSink
 from pipelines.step import STATE_SCHEMA, StepConfig, make_step, step_input
@@ -233,9 +234,10 @@ def start_query(spark: Any, cfg: Config, *, query_name: str = QUERY_NAME,
     from pyspark.sql.functions import col
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    step_cfg = StepConfig.from_config(cfg)
-    state_import = state_layout.prepare(spark, cfg.checkpoint_dir, cfg.state_buckets, step_cfg.routing,
-                                        can_import=events is None and cfg.kafka_source == "python")
+    layout, state_import = state_layout.prepare(spark, cfg.checkpoint_dir, cfg.state_buckets, cfg.shuffle_partitions,
+                                                StepConfig.from_config(cfg).routing,
+                                                can_import=events is None and cfg.kafka_source == "python")
+    step_cfg = dataclasses.replace(StepConfig.from_config(cfg), layout=layout)
     sink = DeltaSink(cfg.warehouse, retention_ms=cfg.history_retention_ms,
                      maintenance_interval_ms=cfg.maintenance_interval_ms, metrics_dir=cfg.data_dir,
                      live_flush_ms=cfg.live_flush_ms, lease=lease,
@@ -248,7 +250,7 @@ def start_query(spark: Any, cfg: Config, *, query_name: str = QUERY_NAME,
     # another batch. Spark's connector has no admission, so it needs them for timeouts to fire.
     # The query takes the session's settings when it starts, so this is per query.
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", str(cfg.kafka_source == "connector").lower())
-    out = (step_input(read_events(spark, cfg, state_import, lease) if events is None else events, cfg.state_buckets)
+    out = (step_input(read_events(spark, cfg, layout, state_import, lease) if events is None else events, layout)
            .groupBy(col("key"))
            .applyInPandasWithState(step, OUTPUT_SCHEMA, STATE_SCHEMA, "append",
                                    GroupStateTimeout.ProcessingTimeTimeout))
@@ -299,11 +301,12 @@ def _warm_quietly(spark: Any, cfg: Config) -> None:
         log.info("Python workers not warmed ahead of the first batch: %s", str(exc).splitlines()[0] if str(exc) else exc)
 
 
-def read_events(spark: Any, cfg: Config, state_import: StorePath | None = None,
+def read_events(spark: Any, cfg: Config, layout: Layout, state_import: StorePath | None = None,
                 lease: writer_lease.Lease | None = None) -> Any:
     """The events topic as a stream of (partition, offset, timestamp ms, key, value) rows, from
     our source (`python`) or Spark's Kafka connector (`connector`), with the same columns.
-    `state_import`: buckets' state the next batch hands the step first (pipelines/state_layout.py)."""
+    `layout`: the operator's keys (`state_layout.prepare`); `state_import`: buckets' state the
+    next batch hands the step first (pipelines/state_layout.py)."""
     if cfg.kafka_source == "python":
         return (spark.readStream.format(kafka_source.SOURCE_NAME)
                 .option("bootstrap", cfg.bootstrap).option("topic", cfg.kafka_topic)
@@ -318,7 +321,7 @@ def read_events(spark: Any, cfg: Config, state_import: StorePath | None = None,
                 .option("leaseDir", "" if lease is None else str(lease.root))
                 .option("writerEpoch", "0" if lease is None else str(lease.epoch))
                 .option("stateImport", "" if state_import is None else str(state_import))
-                .option("stateBuckets", str(cfg.state_buckets))
+                .option("stateLayout", str(layout.tag))
                 .option("layoutDir", str(cfg.checkpoint_dir)).load())
     from pyspark.sql.functions import col, unix_millis
     return (spark.readStream.format("kafka")

@@ -89,13 +89,12 @@ class ContextRows(InputPartition):
     """The batch's context (`pipelines/batch_context.py`), read as one row per bucket key."""
 
     context: BatchContext
-    buckets: int
+    layout: bk.Layout
 
     def rows(self) -> Iterator[tuple[Any, ...]]:
-        prefix = bk.bucket_prefix(self.buckets)
         reported, plain = self.context.to_json(report=True), self.context.to_json()
-        for n in range(self.buckets):
-            yield (CONTEXT_PARTITION, n, 0, f"{prefix}{n}", reported if n == 0 else plain)
+        for n, key in enumerate(self.layout.keys):
+            yield (CONTEXT_PARTITION, n, 0, key, reported if n == 0 else plain)
 
 
 @dataclass
@@ -165,7 +164,7 @@ def _drop_reader_consumer(bootstrap: str) -> None:
 
 class KafkaEventSource(DataSource):
     """Options (all required): bootstrap, topic, partitions and topicConfigs (JSON: when creating
-    the topic), maxRecordsPerBatch, stateBuckets (the keys every batch's context reaches), leaseDir
+    the topic), maxRecordsPerBatch, stateLayout (`buckets.Layout.tag`: the keys every batch's context reaches), leaseDir
     and writerEpoch (the writer's role the job holds: no batch is planned once it is taken over;
     empty: not checked), heartbeatDeferMs, fetchWaitMs (NAMESRV_KAFKA_FETCH_WAIT_MS), triggerIntervalMs
     (the pace of batches no change asks for), brokerTimeoutMs (NAMESRV_BROKER_TIMEOUT_MS, for telling
@@ -193,7 +192,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.create_partitions = int(options["partitions"])
         self.topic_configs: dict[str, str] = json.loads(options["topicconfigs"])
         self.max_records = int(options["maxrecordsperbatch"])
-        self.buckets = int(options["statebuckets"])
+        self.layout = bk.Layout.of_tag(options["statelayout"])
         self._consumer = None
         self._watcher = None  # the look for records' own consumer (`_watch_client`)
         self._ends: dict[int, tuple[int, int]] = {}  # partition -> (reported end, true end)
@@ -400,7 +399,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._last_run = now
             self._observe(pending)  # whichever rule decided, the ledger looks at what the batch will read
             self._waiting.consumed({int(p): int(o) for p, o in out.items() if admission.is_partition(p)})
-            out = {**out, LOG_CLOCK: self._log_clock(start, out, ends, int(now)), LAYOUT: self.buckets}
+            out = {**out, LOG_CLOCK: self._log_clock(start, out, ends, int(now)), LAYOUT: self.layout.tag}
             floors = [int(f) for f in (start.get(RESUMED), self._outage.resumed) if f is not None]
             if floors:
                 out[RESUMED] = max(floors)
@@ -525,13 +524,13 @@ class KafkaStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         """What the batch from `start` to `end` reads: the state import it hands over, its Kafka
         ranges, and its context (one row per bucket). A batch planned under another layout of the
-        state (no `LAYOUT` entry of this job's bucket count: Spark replays it before planning
+        state (no `LAYOUT` entry of this job's layout: Spark replays it before planning
         another) hands the pending import over itself, ahead of its records."""
         ranges: list[InputPartition] = []
         lost = lost_ranges(end)
         if end.get(IMPORT_OFFSET) and end[IMPORT_OFFSET] != start.get(IMPORT_OFFSET):
             ranges.append(StateImport(str(end[IMPORT_OFFSET])))
-        elif self.state_import is not None and end.get(LAYOUT) != self.buckets and self._imported_in in (None, end):
+        elif self.state_import is not None and end.get(LAYOUT) != self.layout.tag and self._imported_in in (None, end):
             ranges.append(StateImport(self.state_import))
             self._imported_in = dict(end)
             log.warning("batch planned under another layout of the state, replayed now: it hands the moved state "
@@ -551,7 +550,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         times = {"planned": int(time.time() * 1000)}
         if self._trigger_ms is not None:
             times["trigger"] = self._trigger_ms
-        context = ContextRows(BatchContext.planned(start, end, times), self.buckets)
+        context = ContextRows(BatchContext.planned(start, end, times), self.layout)
         # The context rides with the shortest range's task rather than in a task of its own: each
         # task of the read stage costs a Python worker's round trip, and with one more task than
         # there are cores (two partitions, local[2]) the last one waited for a free core, about a
@@ -574,8 +573,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         once one handed a state import over, the state is in this job's layout (`state_layout`)."""
         if self.state_import is not None and self.layout_dir is not None and (
                 self._imported_in == end or end.get(IMPORT_OFFSET) == self.state_import):
-            state_layout.record_layout(self.layout_dir, self.buckets)
-            log.info("the state is in %d buckets now (%s)", self.buckets, self.layout_dir / state_layout.LAYOUT_FILE)
+            state_layout.record_layout(self.layout_dir, self.layout)
+            log.info("the state is in %s now (%s)", self.layout.describe(), self.layout_dir / state_layout.LAYOUT_FILE)
             self.state_import = None
         self._outage.committed(int(end.get(RESUMED, 0)))
 
@@ -616,7 +615,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         on to the sink, which names them as it names the plan's."""
         log.warning("%s[%d]: offsets %d..%d (%d events) were removed by the topic's retention while the batch read "
                     "them; skipped and named in dead_letter", self.topic, partition, first, end - 1, end - first)
-        return (LOSS_PARTITION, first, 0, f"{bk.bucket_prefix(self.buckets)}0", loss_row_value(partition, first, end))
+        return (LOSS_PARTITION, first, 0, self.layout.keys[0], loss_row_value(partition, first, end))
 
     def stop(self) -> None:
         for c in (self._consumer, self._watcher):

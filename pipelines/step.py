@@ -14,7 +14,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -49,8 +49,9 @@ class StepConfig:
     routing: RoutingConfig
     max_message_bytes: int
     max_clock_skew_ms: int
-    # Broker groups share this many keys of the stateful operator (pipelines/buckets.py).
-    buckets: int = 32
+    # The keys of the stateful operator broker groups share (pipelines/buckets.py): the job's
+    # start decides it with the checkpoint (`state_layout.prepare`).
+    layout: bk.Layout = field(default_factory=lambda: bk.Layout(32))
     # Where the events topic is, for the body of a repeated registration the rules need
     # (eventlog/fetch.py; None: unit tests, which pass their own `fetch`).
     bootstrap: str | None = None
@@ -62,7 +63,8 @@ class StepConfig:
             routing=RoutingConfig(default_timeout_ms=cfg.broker_timeout_ms, live_flush_ms=cfg.live_flush_ms,
                                   delete_topic_with_broker_registration=cfg.delete_topic_with_broker_registration),
             max_message_bytes=cfg.max_message_bytes, max_clock_skew_ms=cfg.max_clock_skew_ms,
-            buckets=cfg.state_buckets, bootstrap=cfg.bootstrap, topic=cfg.kafka_topic)
+            layout=bk.Layout(cfg.state_buckets, cfg.shuffle_partitions), bootstrap=cfg.bootstrap,
+            topic=cfg.kafka_topic)
 
 
 # (partition, offsets) -> the record values there, None where the log holds none (eventlog/fetch.py)
@@ -330,7 +332,7 @@ def _changes_row(group: str | None, broker_name: str | None, changes: list[dict[
     return out_rows.row(group, out_rows.ROUTE_CHANGES, out_rows.dumps_compact(rows))
 
 
-def step_input(events: Any, buckets: int) -> Any:
+def step_input(events: Any, layout: bk.Layout) -> Any:
     """The stateful stage's input: (key, record). `key` is the operator's key (a broker group's
     bucket, `pipelines/buckets.py`); `record` is the Kafka coordinates, a value-present flag and
     the record key's length as `partition,offset,timestamp,0|1,keylen` (-1: no key) and a newline,
@@ -345,7 +347,7 @@ def step_input(events: Any, buckets: int) -> Any:
     value = col("value").cast("binary")
     # a bucket's imported state, the batch's context and a read's loss: already addressed to their bucket
     addressed = col("partition") < lit(0)
-    return events.select(when(addressed, key).otherwise(bk.bucket_key_column(key, buckets)).alias("key"),
+    return events.select(when(addressed, key).otherwise(layout.key_column(key)).alias("key"),
                          concat(encode(head, "UTF-8"), encode(coalesce(key, lit("")), "UTF-8"),
                                 coalesce(value, lit(bytearray()))).alias("record"))
 
@@ -393,7 +395,7 @@ def make_step(cfg: StepConfig) -> Callable[..., Iterator[pd.DataFrame]]:
     released = ReleaseAfter(64 * 1024 * 1024)  # per Python worker process (the function is unpickled there)
     fetch = RecordFetcher(cfg.bootstrap, cfg.topic) if cfg.bootstrap else None  # connects on first use
 
-    buckets = bk.bucket_prefix(cfg.buckets)
+    buckets = cfg.layout.prefix
 
     def step(key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         # Called once per key per batch: plain lists in and out, not pandas row operations

@@ -48,7 +48,7 @@ DEFER = 25_000  # NAMESRV_HEARTBEAT_DEFER_MS's default
 T0 = 1_700_000_000_000
 CFG = StepConfig(routing=RoutingConfig(default_timeout_ms=TIMEOUT, live_flush_ms=0,
                                                            delete_topic_with_broker_registration=False),
-                 max_message_bytes=1_000_000, max_clock_skew_ms=10 ** 12, buckets=1)
+                 max_message_bytes=1_000_000, max_clock_skew_ms=10 ** 12, layout=bk.Layout(1))
 ADDRS = {("ga", "10.0.0.1:10911"): 0, ("ga", "10.0.0.2:10911"): 1, ("gb", "10.0.1.1:10911"): 0}
 TABLES = (t.TOPIC_QUEUE.name, t.BROKER_ADDR.name, t.CLUSTER_ADDR.name, t.BROKER_LIVE.name, t.FILTER_SERVER.name)
 

@@ -180,7 +180,7 @@ def _states(*events, now=T0):
     return out
 
 
-@pytest.mark.parametrize("recorded", [None, 3])
+@pytest.mark.parametrize("recorded", [None, bk.Layout(3), bk.Layout(3, 2), bk.Layout(2)])
 def test_a_checkpoint_of_any_layout_is_regrouped_into_the_new_buckets(recorded):
     from pipelines.state_layout import import_rows
     groups = _states(*(reg(f"g{i}", 0, f"10.0.0.{i}:1", tps=topics("T", f"U{i}")) for i in range(7)))
@@ -188,14 +188,18 @@ def test_a_checkpoint_of_any_layout_is_regrouped_into_the_new_buckets(recorded):
         rows = [*groups, ("kv/ns", '{"kv":1}', None)]  # one key per group, and a KV namespace
     else:
         entries = {g: bk.Entry(core, topics_json, None) for g, core, topics_json in groups}
-        rows = [(f"{bk.bucket_prefix(3)}{n}", *bk.encode_groups({g: e for g, e in entries.items() if int(g[1:]) % 3 == n}))
-                for n in range(3)] + [("kv/ns", '{"kv":1}', None)]
-    moved, count = import_rows(rows, recorded, lambda names: {n: int(n[1:]) % 2 for n in names}, 2, CFG.routing)
-    assert count == 7 and [r["key"] for r in moved] == ["b2/0", "b2/1"]
+        n = recorded.buckets
+        rows = [(key, *bk.encode_groups({g: e for g, e in entries.items() if int(g[1:]) % n == i}))
+                for i, key in enumerate(recorded.keys)] + [("kv/ns", '{"kv":1}', None)]
+    layout = bk.Layout(2, 2)
+    moved, count = import_rows(rows, recorded, lambda names: {n: layout.keys[int(n[1:]) % 2] for n in names}, layout,
+                               CFG.routing)
+    assert count == 7 and [r["key"] for r in moved] == sorted(layout.keys)
     back = {g: e for r in moved for g, e in bk.groups((r["core"], r["topics"])).items()}
     assert {g: (e.core, e.topics) for g, e in back.items()} == {g: (c, tj) for g, c, tj in groups}
     assert {e.deadline for e in back.values()} == {T0 + 10_001}  # recomputed from each group's liveness
-    assert set(bk.groups((moved[0]["core"], moved[0]["topics"]))) == {"g0", "g2", "g4", "g6"}
+    first = next(r for r in moved if r["key"] == layout.keys[0])
+    assert set(bk.groups((first["core"], first["topics"]))) == {"g0", "g2", "g4", "g6"}
 
 
 def test_a_bucket_state_of_the_layout_before_the_live_table_is_read_and_rewritten():

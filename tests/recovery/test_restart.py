@@ -78,7 +78,8 @@ def test_a_checkpoint_of_another_bucket_count_is_moved_not_lost(spark, kafka_boo
         p.cfg = p.config_with(NAMESRV_STATE_BUCKETS="5")
         with caplog.at_level(logging.WARNING, logger="pipelines.state_layout"):
             p.start_job()
-        assert any("under 2 buckets, this job under 5 buckets: moving 8 broker group(s)" in r.getMessage()
+        assert any(("under 2 buckets balanced over 2 tasks, this job under 5 buckets balanced over 2 tasks: "
+                    "moving 8 broker group(s)") in r.getMessage()
                    for r in caplog.records), [r.getMessage() for r in caplog.records]
         p.wait_for(lambda: state_layout.recorded_buckets(p.cfg.checkpoint_dir) == 5, 60, "the new layout recorded")
         p.wait_served(p.publish([hb("broker-stay", 0, stay)]))
@@ -113,7 +114,8 @@ def test_a_batch_planned_under_the_old_layout_and_not_committed_carries_the_move
         p.cfg = p.config_with(NAMESRV_STATE_BUCKETS="5")
         with caplog.at_level(logging.WARNING, logger="pipelines.state_layout"):
             p.start_job()
-        assert any("under 2 buckets, this job under 5 buckets: moving 4 broker group(s)" in r.getMessage()
+        assert any(("under 2 buckets balanced over 2 tasks, this job under 5 buckets balanced over 2 tasks: "
+                    "moving 4 broker group(s)") in r.getMessage()
                    for r in caplog.records), [r.getMessage() for r in caplog.records]
         p.wait_for(lambda: state_layout.recorded_buckets(p.cfg.checkpoint_dir) == 5, 60, "the new layout recorded")
         assert p.get("/topics/UTopic1/route")[0] == 404
