@@ -38,13 +38,13 @@ rules on random logs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from liveness import fingerprint as fp
 from schemas import events as ev
+from schemas import json_codec
 
 
 @dataclass
@@ -179,7 +179,7 @@ def _decode(value: bytes | None) -> Mapping[str, Any] | None:
     if value is None:
         return None
     try:
-        raw = json.loads(value)
+        raw = json_codec.loads(value)
     except ValueError:
         return None
     return raw if isinstance(raw, dict) else None

@@ -34,6 +34,7 @@ from pipelines.faults import no_fault
 from pipelines.maintenance import MaintenanceSchedule, maintain, retention_properties
 from pipelines.writer_lease import EPOCH_PROPERTY, Fenced, Lease, table_epoch
 from routeinfo import housekeeping
+from schemas import json_codec
 from schemas import tables as t
 from schemas.metrics import JobMetrics, reason_class, write_metrics_file
 from schemas.progress import read_progress, write_job_start, write_progress
@@ -83,9 +84,9 @@ def plan_batch(rows: Iterable[dict[str, Any]], batch_id: int, now_ms: int) -> Ba
         elif target == step_rows.DEADLINE:
             plan.deadlines[r["owner"]] = int(r["body"]) if r["body"] else None
         elif target == step_rows.ROUTE_CHANGES:
-            plan.changes.extend(json.loads(r["body"]))
+            plan.changes.extend(json_codec.loads(r["body"]))
         else:
-            plan.replace.setdefault(target, {})[r["owner"]] = json.loads(r["body"])
+            plan.replace.setdefault(target, {})[r["owner"]] = json_codec.loads(r["body"])
     plan.dead_letters.sort(key=lambda d: (d["partition"], d["offset"]))
     # Deterministic order: by Kafka position, expiries (no position) last, then by group.
     plan.changes.sort(key=lambda c: (c[_PARTITION] is None, c[_PARTITION] or 0, c[_OFFSET] or 0, c[_TIME],

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from remoting.protocol import V3_0_11, V5_0_0
+from schemas import json_codec
 
 
 class BodyError(ValueError):
@@ -42,11 +43,11 @@ _UNQUOTED_KEY = re.compile(r'("(?:[^"\\]|\\.)*")|([{,]\s*)(-?\d+)(\s*:)')
 
 def loads_lenient(text: bytes | str) -> Any:
     """JSON, also with fastjson's unquoted integer map keys (`{0:"a"}`), re-quoted outside strings."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8")
     try:
-        return json.loads(text)
+        return json_codec.loads(text)
     except json.JSONDecodeError:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
         fixed = _UNQUOTED_KEY.sub(lambda m: m.group(1) or f'{m.group(2)}"{m.group(3)}"{m.group(4)}', text)
         return json.loads(fixed)
 

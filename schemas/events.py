@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from schemas import json_codec
 from schemas.fields import (
     DEFAULT_PERM,
     DEFAULT_QUEUE_NUMS,
@@ -179,7 +180,7 @@ def _decode(value: bytes | None, max_message_bytes: int) -> dict[str, Any]:
     if len(value) > max_message_bytes:
         raise InvalidInput(f"record of {len(value)} bytes exceeds the {max_message_bytes}-byte limit")
     try:
-        raw = json.loads(value.decode("utf-8"))
+        raw = json_codec.loads(value)
     except UnicodeDecodeError:
         raise InvalidInput("value is not UTF-8") from None
     except json.JSONDecodeError as exc:
@@ -403,7 +404,7 @@ def chunk_registration(event: Mapping[str, Any], max_message_bytes: int) -> list
 
 def encode(event: Mapping[str, Any]) -> tuple[bytes, bytes]:
     """(key, value) bytes for a Kafka record carrying `event`."""
-    return group_key(event).encode("utf-8"), json.dumps(event, separators=(",", ":")).encode("utf-8")
+    return group_key(event).encode("utf-8"), json_codec.dumps(event)
 
 
 def wipe_write_perm_event(broker_name: str) -> dict[str, Any]:
