@@ -234,10 +234,11 @@ def start_query(spark: Any, cfg: Config, *, query_name: str = QUERY_NAME,
     from pyspark.sql.functions import col
     from pyspark.sql.streaming.state import GroupStateTimeout
 
+    step_cfg = StepConfig.from_config(cfg)
     layout, state_import = state_layout.prepare(spark, cfg.checkpoint_dir, cfg.state_buckets, cfg.shuffle_partitions,
-                                                StepConfig.from_config(cfg).routing,
+                                                step_cfg.routing,
                                                 can_import=events is None and cfg.kafka_source == "python")
-    step_cfg = dataclasses.replace(StepConfig.from_config(cfg), layout=layout)
+    step_cfg = dataclasses.replace(step_cfg, layout=layout)
     sink = DeltaSink(cfg.warehouse, retention_ms=cfg.history_retention_ms,
                      maintenance_interval_ms=cfg.maintenance_interval_ms, metrics_dir=cfg.data_dir,
                      live_flush_ms=cfg.live_flush_ms, lease=lease,

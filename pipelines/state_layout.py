@@ -1,20 +1,19 @@
 """Which keys the job's stateful operator uses, recorded beside Spark's checkpoint, and the move
 of a checkpoint written under other keys into this job's buckets.
 
-Spark would run this job over a checkpoint written under other keys without a word: the state
-of one key per broker group (every version before buckets) or of another bucket count would lie
-under keys no call reads, and every route would be rebuilt from whatever arrives next, while a
-silent broker would never expire. So the layout is written down (`namesrv-layout.json`), and a
-checkpoint without it, or with another bucket count or key names (`buckets.Layout`), is moved at
-start: the driver reads the
-operator's state as of the last committed batch (Spark's state data source: no file of Spark's is
-read here), regroups every broker group into this job's buckets (`import_rows`, pure), and writes
-the result beside the checkpoint. The source hands it to the step as the first records of a batch:
-of the batch Spark replays first when that one was planned under the old layout (its offsets
-carry no `LAYOUT` entry of this layout), else of the next batch (its offsets name the file,
-so a replay reads it again). Once that batch has committed, the source records the new layout;
-a job that stopped before it could finds the state already under this job's keys and records it
-then. Keys of the old layout are dropped when Spark next calls them.
+Spark would run this job over a checkpoint written under other keys without a word: the state of
+one key per broker group (every version before buckets) or of another bucket count would lie under
+keys no call reads, and every route would be rebuilt from whatever arrives next, while a silent
+broker would never expire. So the layout is written down (`namesrv-layout.json`), and a checkpoint
+without it, or with another bucket count or key names (`buckets.Layout`), is moved at start: the
+driver reads the operator's state as of the last committed batch (Spark's state data source: no
+file of Spark's is read here), regroups every broker group into this job's buckets (`import_rows`,
+pure), and writes the result beside the checkpoint. The source hands it to the step as the first
+records of a batch: of the batch Spark replays first when that one was planned under the old
+layout (its offsets carry no `LAYOUT` entry of this layout), else of the next batch (its offsets
+name the file, so a replay reads it again). Once that batch has committed, the source records the
+new layout; a job that stopped before it could finds the state already under this job's keys and
+records it then. Keys of the old layout are dropped when Spark next calls them.
 """
 
 from __future__ import annotations
