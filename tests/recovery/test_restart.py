@@ -81,13 +81,15 @@ def test_a_checkpoint_of_another_bucket_count_is_moved_not_lost(spark, kafka_boo
         assert any(("under 2 buckets balanced over 2 tasks, this job under 5 buckets balanced over 2 tasks: "
                     "moving 8 broker group(s)") in r.getMessage()
                    for r in caplog.records), [r.getMessage() for r in caplog.records]
-        p.wait_for(lambda: state_layout.recorded_buckets(p.cfg.checkpoint_dir) == 5, 60, "the new layout recorded")
         p.wait_served(p.publish([hb("broker-stay", 0, stay)]))
         p.wait_for(lambda: p.get("/topics/SilentTopic/route")[0] == 404, 60, "broker-silent to expire")
         assert p.get("/topics/StayTopic/route")[0] == 200
         p.wait_served(p.publish([unreg("broker-m3", 0, "127.0.0.1:17953")]))
         assert p.get("/topics/MovedTopic3/route")[0] == 404
         assert all(p.get(f"/topics/MovedTopic{i}/route")[0] == 200 for i in (0, 1, 2, 4, 5))
+        # Recorded once Spark committed the move's batch, which it does when it plans a later one
+        # (the batches above): until then a restart would move the state again (`prepare`).
+        p.wait_for(lambda: state_layout.recorded_buckets(p.cfg.checkpoint_dir) == 5, 60, "the new layout recorded")
         p.check_job()
     finally:
         p.close()
