@@ -46,6 +46,10 @@ class WaitingRecords:
         self.observed[partition] = offset + 1
         return liveness
 
+    def unobserved(self, pending: dict[int, tuple[int, int]]) -> int:
+        """How many records of the `pending` ranges the ledger has not looked at yet."""
+        return sum(e - min(e, max(s, self.observed.get(p, s))) for p, (s, e) in pending.items() if e >= s)
+
     def waiting(self, start: dict[str, int]) -> int:
         """How many records the ledger has looked at beyond `start` (the batch's start offsets)."""
         return sum(upto - int(start.get(str(p), 0)) for p, upto in self.observed.items())

@@ -31,6 +31,7 @@ from routeinfo import housekeeping, kv_manager, route_manager
 from routeinfo.route_writes import NeedsBody, RoutingConfig
 from routeinfo.state import GroupState, table_rows, topic_keys_digest
 from schemas import events as ev
+from schemas import json_codec
 from schemas import tables as t
 from schemas.fields import InvalidInput
 
@@ -329,7 +330,8 @@ def _changes_row(group: str | None, broker_name: str | None, changes: list[dict[
                      c.get("topic"), c.get("namespace"), c.get("key"),
                      None if before is None else dumps(before), None if after is None else dumps(after),
                      partition, offset])
-    return out_rows.row(group, out_rows.ROUTE_CHANGES, out_rows.dumps_compact(rows))
+    # the list only travels to the sink; the before/after texts inside are what route_changes stores
+    return out_rows.row(group, out_rows.ROUTE_CHANGES, json_codec.dumps(rows).decode("utf-8"))
 
 
 def step_input(events: Any, layout: bk.Layout) -> Any:

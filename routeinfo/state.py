@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas import json_codec
 from schemas import tables as t
 from schemas.fields import MASTER_ID
 
@@ -163,8 +164,8 @@ class GroupState:
         return json.dumps(core, separators=(",", ":"), sort_keys=True) + "\n" + self._stored_topics()
 
     def _stored_topics(self) -> str:
-        return self._topics_json if self._topics_json is not None else pack_topics(json.dumps(
-            self._topics, separators=(",", ":"), sort_keys=True))
+        return self._topics_json if self._topics_json is not None else pack_topics(
+            json_codec.dumps_sorted(self._topics))
 
     def _core(self) -> dict[str, Any]:
         return {

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from liveness.ledger import LivenessLedger
+from liveness.watch import WaitingRecords
 from routeinfo.state import topic_keys_digest
 from schemas import events as ev
 
@@ -212,3 +213,34 @@ def test_a_fingerprint_from_the_producer_decides_sameness():
     # request's, so it is a change once, then its own repeats are signals
     assert not led.observe(key.decode(), ev.REGISTER_BROKER, again, T0 + 61_000, 4)
     assert led.observe(key.decode(), ev.REGISTER_BROKER, again, T0 + 62_000, 5)
+
+
+def look(waiting: WaitingRecords, partition: int, offset: int, event: dict[str, Any], at: int) -> bool | None:
+    key, value = ev.encode(event)
+    return waiting.look(partition, offset, key.decode(), event["type"], value, at)
+
+
+def test_unobserved_counts_the_waiting_records_the_ledger_has_not_looked_at():
+    waiting = WaitingRecords(ledger())
+    waiting.look_from(0, 10)
+    assert waiting.unobserved({0: (10, 15), 1: (0, 4)}) == 5 + 4  # partition 1: never looked at
+    for offset in range(10, 13):
+        look(waiting, 0, offset, registration(addr=f"10.0.0.{offset}:10911", name=f"b{offset}"), T0)
+    assert waiting.unobserved({0: (10, 15), 1: (0, 4)}) == 2 + 4
+    assert waiting.unobserved({0: (12, 13)}) == 0  # looked at all of it
+    assert waiting.unobserved({0: (20, 25)}) == 5  # begins past what was looked at
+    assert waiting.unobserved({0: (15, 12)}) == 0  # a reset range: the batch reads it anew, nothing to look at
+
+
+def test_a_batch_read_past_what_the_ledger_looked_at_makes_it_start_over():
+    """The source skips looking at a long range a batch reads anyway: the ledger then forgets the
+    log, and the registration it saw before is a change again, until seen once more."""
+    waiting = WaitingRecords(ledger())
+    waiting.look_from(0, 0)
+    assert look(waiting, 0, 0, registration(), T0) is False
+    waiting.consumed({0: 1})
+    assert look(waiting, 0, 1, registration(timestamp=T0 + 1), T0 + 1) is True  # it goes on knowing the log
+    waiting.consumed({0: 1_500})  # read unlooked-at records
+    assert waiting.unobserved({0: (1_500, 1_501)}) == 1
+    assert look(waiting, 0, 1_500, registration(timestamp=T0 + 2), T0 + 2) is False
+    assert look(waiting, 0, 1_501, registration(timestamp=T0 + 3), T0 + 3) is True

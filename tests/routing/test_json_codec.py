@@ -74,3 +74,29 @@ def test_dumps_writes_the_standard_librarys_compact_json_but_utf8():
     assert json_codec.dumps({"big": 2**70}) == b'{"big":1180591620717411303424}'  # past orjson: the standard library
     for v in ({"topic": "é中😀"}, {"s": "\x00\u2028"}):
         assert json.loads(json_codec.dumps(v)) == v
+
+
+def test_dumps_sorted_writes_the_standard_librarys_sorted_compact_text_exactly():
+    """What the operator's state stores (a topic table) is compared as text: not one byte may differ."""
+    def std(v):
+        return json.dumps(v, separators=(",", ":"), sort_keys=True)
+    rng = random.Random(5)
+    alphabet = string.printable + "\x7f\x00\x1fé中😀"
+
+    def value(depth):
+        kind = rng.randrange(6 if depth < 4 else 3)
+        return [lambda: rng.choice([rng.randint(-2**63, 2**63 - 1), rng.randint(0, 1 << 20), 2**64 + 1]),
+                lambda: "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8))),
+                lambda: rng.choice([True, False, None]),
+                lambda: [value(depth + 1) for _ in range(rng.randint(0, 4))],
+                lambda: {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4))): value(depth + 1)
+                         for _ in range(rng.randint(0, 4))},
+                lambda: {f"%RETRY%G{rng.randint(0, 99)}": {"perm": 6, "readQueueNums": 1, "order": False}}][kind]()
+    for _ in range(2000):
+        v = value(0)
+        assert json_codec.dumps_sorted(v) == std(v), v
+    table = {f"Topic{i}": {"writeQueueNums": 8, "readQueueNums": 8, "perm": 6, "topicSysFlag": 0, "order": False}
+             for i in range(100, 0, -1)}
+    assert json_codec.dumps_sorted(table) == std(table)
+    for v in ({"é": 1, "e": 2}, {"a\x7f": 0}, {1: "int key", 0: "sorted as numbers"}):  # written by the standard library
+        assert json_codec.dumps_sorted(v) == std(v)
