@@ -446,13 +446,14 @@ class Front:
         changes = not (repeat and mine is not None and self.store.serves(mine.coords)) \
             and not requests.shown_by(self.store.current, event, prune=self.cfg.delete_topic_with_broker_registration)
         mark = self.store.mark()
+        topic_keys = topic_keys_digest(event["topicConfigTable"])
+        event = requests.to_publish(event, self.cfg.max_message_bytes)  # its topic table is not queued
         coords = await self._publish([event])
         generation = next(self._generations)
         self._owner[key] = (conn.ident, generation)
         conn.registered[key] = Registered(
             event["brokerName"], event["brokerId"], generation, coords, fingerprint,
-            ev.repeated_registration_event(event, [o for _, o in coords], topic_keys_digest(event["topicConfigTable"])),
-            time.monotonic(), mark)
+            ev.repeated_registration_event(event, [o for _, o in coords], topic_keys), time.monotonic(), mark)
         stale = requests.stale_epoch(self.store.current, event)
         if stale:  # RocketMQ removes the refused address's live entry: its channel no longer unregisters it
             self._owner.pop(key, None)

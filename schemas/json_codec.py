@@ -48,7 +48,10 @@ def loads(data: bytes | str) -> Any:
 def dumps(value: Any) -> bytes:
     """`json.dumps(value, separators=(",", ":"))` as UTF-8, faster; non-ASCII unescaped."""
     try:
-        return orjson.dumps(value, option=_DUMPS_OPTIONS)
+        # Copied to its size: orjson's bytes keep the capacity its buffer grew to (32 KB for 9 KB
+        # of JSON, by tracemalloc), and an event's record is held while it waits to be published
+        # and for its cut: in a 10,000 x 100 wave the front's PSS went from 187 to 471 MiB.
+        return bytes(memoryview(orjson.dumps(value, option=_DUMPS_OPTIONS)))
     except TypeError:  # orjson.JSONEncodeError: an integer past 64 bits, or a type json knows how to write
         return json.dumps(value, separators=(",", ":")).encode("utf-8")
 
