@@ -160,37 +160,46 @@ def _traced() -> int:
     return tracemalloc.get_traced_memory()[0]
 
 
-def test_registrations_waiting_for_their_cut_hold_neither_their_bodies_nor_their_events(tmp_path):
-    """A registration waiting for the served cut holds what its answer needs, not its request's
-    body nor its decoded event: 10,000 brokers of 100 topics waiting together kept ~190 MiB of
-    them in the front (a heap profile, 2026-11-27). Measured with tracemalloc: the front's memory
-    while 200 such registrations wait is a small part of what their decoded events alone take."""
-    n = 200
-    regs = [_registration(g, {f"T-{g}-{i}": {"readQueueNums": 4, "writeQueueNums": 4, "perm": 6} for i in range(100)})
+def _registrations_of_100_topics(n: int) -> list[tuple[dict[str, str], bytes]]:
+    return [_registration(g, {f"T-{g}-{i}": {"readQueueNums": 4, "writeQueueNums": 4, "perm": 6} for i in range(100)})
             for g in range(n)]
-    front, store, log = _front(tmp_path, HeldStore, wait_ms=30_000, log_of=ForgetfulLog)
+
+
+def _decoded_size(regs: list[tuple[dict[str, str], bytes]]) -> tuple[float, float]:
+    """What a decoded registration takes (its event and record, traced) and its record's length,
+    on average (tracemalloc running)."""
+    before = _traced()
+    decoded = [requests.registration(Command(codes.REGISTER_BROKER, 1, ext=ext, body=body, version=V5_3_3), 1)
+               for ext, body in regs]
+    event_bytes = (_traced() - before) / len(decoded)
+    return event_bytes, sum(len(e.record[1]) for e in decoded if e.record) / len(decoded)
+
+
+def _held_while_waiting(tmp_path: Any, log_of: Any, waiting: Any, what: str) -> tuple[float, float, float]:
+    """Sends 200 registrations of 100 topics; once `waiting(front, log, n)` holds, what the front
+    holds for each of them (traced), before any is answered; then every one is published, served
+    and answered. With what a decoded registration takes and its record's length (`_decoded_size`)."""
+    n = 200
+    regs = _registrations_of_100_topics(n)
+    front, store, log = _front(tmp_path, HeldStore, wait_ms=30_000, log_of=log_of)
     tracemalloc.start()
     try:
-        before = _traced()
-        decoded = [requests.registration(Command(codes.REGISTER_BROKER, 1, ext=ext, body=body, version=V5_3_3), 1)
-                   for ext, body in regs[:20]]
-        event_bytes = (_traced() - before) / len(decoded)
-        del decoded
+        event_bytes, record_bytes = _decoded_size(regs[:20])
         with RemotingClient(front.addr, timeout_s=30) as c:
             before = _traced()
             for ext, body in regs:
                 c.send(codes.REGISTER_BROKER, ext, body)
-            _wait_for(lambda: log.served_mark().offsets["0"] == n, "every registration published")
-            time.sleep(0.3)  # published: each now waits for the cut (never served here)
+            _wait_for(lambda: waiting(front.front, log, n), what)
+            time.sleep(0.3)
             held = _traced() - before
             assert not select.select([c.sock], [], [], 0)[0], "answered before its cut"
+            if isinstance(log, StalledLog):
+                log.go.set()
+            _wait_for(lambda: log.served_mark().offsets["0"] == n, "every registration published")
             store.release(n)
             answers = [c.receive() for _ in range(n)]
         assert all(a.code == codes.SUCCESS for a in answers), answers[0].remark
-        # held with their bodies (19 KB each) and decoded events (42 KB): 64 KB a registration;
-        # what an answer needs, with its Registered record, task and frames: about 4 KB
-        assert event_bytes > 30_000, event_bytes
-        assert held < n * event_bytes / 5, (held / n, event_bytes)
+        return held / n, event_bytes, record_bytes
     finally:
         tracemalloc.stop()
         front.stop()
@@ -209,40 +218,29 @@ class StalledLog(ForgetfulLog):
         return super().publish(events)
 
 
+def test_registrations_waiting_for_their_cut_hold_neither_their_bodies_nor_their_events(tmp_path):
+    """A registration waiting for the served cut holds what its answer needs, not its request's
+    body nor its decoded event: 10,000 brokers of 100 topics waiting together kept ~190 MiB of
+    them in the front (a heap profile, 2026-11-27). Measured with tracemalloc: the front's memory
+    while 200 such registrations wait is a small part of what their decoded events alone take."""
+    held, event_bytes, _ = _held_while_waiting(tmp_path, ForgetfulLog, lambda front, log, n: log.served_mark().offsets["0"] == n,
+                                               "every registration published")
+    # held with their bodies (19 KB each) and decoded events (42 KB): 64 KB a registration;
+    # what an answer needs, with its Registered record, task and frames: about 4 KB
+    assert event_bytes > 30_000, event_bytes
+    assert held < event_bytes / 5, (held, event_bytes)
+
+
 def test_registrations_waiting_to_be_published_hold_their_records_not_their_topic_tables(tmp_path):
     """A registration queued for the publisher holds its record (what Kafka gets) and its header,
     not its decoded topic table: with the tables queued, the front's PSS peaked at 471 MiB in a
     10,000 x 100 wave (2026-11-29), 187 MiB when decoding was slower than publishing."""
-    n = 200
-    regs = [_registration(g, {f"T-{g}-{i}": {"readQueueNums": 4, "writeQueueNums": 4, "perm": 6} for i in range(100)})
-            for g in range(n)]
-    front, store, log = _front(tmp_path, HeldStore, wait_ms=30_000, log_of=StalledLog)
-    tracemalloc.start()
-    try:
-        before = _traced()
-        decoded = [requests.registration(Command(codes.REGISTER_BROKER, 1, ext=ext, body=body, version=V5_3_3), 1)
-                   for ext, body in regs[:20]]
-        event_bytes = (_traced() - before) / len(decoded)
-        record_bytes = sum(len(e.record[1]) for e in decoded) / len(decoded)
-        del decoded
-        with RemotingClient(front.addr, timeout_s=30) as c:
-            before = _traced()
-            for ext, body in regs:
-                c.send(codes.REGISTER_BROKER, ext, body)
-            _wait_for(lambda: front.front.in_flight == n, "every registration taken")
-            time.sleep(0.3)
-            held = _traced() - before
-            log.go.set()
-            _wait_for(lambda: log.served_mark().offsets["0"] == n, "every registration published")
-            store.release(n)
-            answers = [c.receive() for _ in range(n)]
-        assert all(a.code == codes.SUCCESS for a in answers), answers[0].remark
-        # a decoded registration (event and record) about 4x its record; queued, about its record
-        assert event_bytes > 3 * record_bytes, (event_bytes, record_bytes)
-        assert held < n * (record_bytes + (event_bytes - record_bytes) / 3), (held / n, event_bytes, record_bytes)
-    finally:
-        tracemalloc.stop()
-        front.stop()
+    held, event_bytes, record_bytes = _held_while_waiting(tmp_path, StalledLog,
+                                                          lambda front, log, n: front.in_flight == n,
+                                                          "every registration taken")
+    # a decoded registration (event and record) about 4x its record; queued, about its record
+    assert event_bytes > 3 * record_bytes, (event_bytes, record_bytes)
+    assert held < record_bytes + (event_bytes - record_bytes) / 3, (held, event_bytes, record_bytes)
 
 
 def test_only_a_registration_that_fits_one_message_is_queued_without_its_topic_table():
