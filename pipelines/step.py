@@ -331,7 +331,7 @@ def _changes_row(group: str | None, broker_name: str | None, changes: list[dict[
                      None if before is None else dumps(before), None if after is None else dumps(after),
                      partition, offset])
     # the list only travels to the sink; the before/after texts inside are what route_changes stores
-    return out_rows.row(group, out_rows.ROUTE_CHANGES, json_codec.dumps(rows).decode("utf-8"))
+    return out_rows.row(group, out_rows.ROUTE_CHANGES, json_codec.dumps_text(rows))
 
 
 def step_input(events: Any, layout: bk.Layout) -> Any:

@@ -76,8 +76,8 @@ def row(owner: str | None, target: str, body: str) -> dict[str, Any]:
 
 def table_row(owner: str | None, table: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """`rows` replace every row of `table` whose owner column equals `owner`. The body only
-    travels to the sink, which decodes it: orjson's text (`json_codec.dumps`) is enough."""
-    return row(owner, table, json_codec.dumps(rows).decode("utf-8"))
+    travels to the sink, which decodes it: orjson's text (`json_codec.dumps_text`) is enough."""
+    return row(owner, table, json_codec.dumps_text(rows))
 
 
 def dead_letter_row(owner: str | None, reason: str, record: dict[str, Any]) -> dict[str, Any]:

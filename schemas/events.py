@@ -100,10 +100,12 @@ def header_fingerprint(value: bytes | None) -> bytes | None:
 
 class Fingerprinted(dict[str, Any]):
     """An event (a plain dict to everything else, encoded as one) with the fingerprint of the
-    request it came from, which the publisher sends in FINGERPRINT_HEADER, and the record the front
-    validated, `encode(event)`, if it did: the bytes checked are the bytes published, encoded once
-    (a first registration's JSON was encoded twice, a fifth of the front's CPU for it). The event
-    is not changed once its record is made."""
+    request it came from, which the publisher sends in FINGERPRINT_HEADER, and its record,
+    `encode(event)`, once the front made it (and validated it, unless the same request was accepted
+    before): the bytes checked are the bytes published, encoded once (a first registration's JSON
+    was encoded twice, a fifth of the front's CPU for it). The event is not changed once its record
+    is made; a copy without its topic table may carry it to the publisher (`remoting.requests.to_publish`),
+    which sends the record."""
 
     def __init__(self, event: Mapping[str, Any], fingerprint: bytes, record: tuple[bytes, bytes] | None = None) -> None:
         super().__init__(event)

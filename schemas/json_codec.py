@@ -56,6 +56,15 @@ def dumps(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":")).encode("utf-8")
 
 
+def dumps_text(value: Any) -> str:
+    """`dumps` as text, for what is decoded soon after and not held (the step's rows to the sink):
+    not copied to its size first, the text is a copy."""
+    try:
+        return orjson.dumps(value, option=_DUMPS_OPTIONS).decode("utf-8")
+    except TypeError:
+        return json.dumps(value, separators=(",", ":"))
+
+
 def dumps_sorted(value: Any) -> str:
     """`json.dumps(value, separators=(",", ":"), sort_keys=True)`, the same text, faster, for values
     of strings, integers, booleans, None, lists and string-keyed dicts. orjson writes those as the

@@ -100,3 +100,19 @@ def test_dumps_sorted_writes_the_standard_librarys_sorted_compact_text_exactly()
     assert json_codec.dumps_sorted(table) == std(table)
     for v in ({"é": 1, "e": 2}, {"a\x7f": 0}, {1: "int key", 0: "sorted as numbers"}):  # written by the standard library
         assert json_codec.dumps_sorted(v) == std(v)
+
+
+def test_dumps_is_copied_to_its_size_and_dumps_text_is_its_text():
+    """orjson's bytes keep the capacity its buffer grew to; `dumps`' may be held (a queued record)."""
+    import tracemalloc
+    table = {f"T-{i}": {"readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "order": False} for i in range(100)}
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [json_codec.dumps(table) for _ in range(50)]
+        per = (tracemalloc.get_traced_memory()[0] - before) / len(kept)
+    finally:
+        tracemalloc.stop()
+    assert per < len(kept[0]) * 1.2, (per, len(kept[0]))
+    assert json_codec.dumps_text(table) == kept[0].decode() == json.dumps(table, separators=(",", ":"))
+    assert json_codec.dumps_text({"big": 2**70}) == '{"big":1180591620717411303424}'
