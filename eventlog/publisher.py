@@ -8,7 +8,15 @@ from typing import Any
 
 from eventlog.journal import AdminJournal
 from eventlog.topics import no_topic_creation
-from schemas.events import REGISTER_BROKER, TYPE_HEADER, Fingerprinted, chunk_registration, encode, fingerprint_header
+from schemas.events import (
+    REGISTER_BROKER,
+    TYPE_HEADER,
+    Fingerprinted,
+    chunk_registration,
+    encode,
+    fingerprint_header,
+    record_of,
+)
 
 # The producer's transport ceiling, above the event limit on purpose: a record the contract
 # refuses still reaches the topic (via publish_raw) and lands in dead_letter with its reason,
@@ -73,8 +81,7 @@ class EventPublisher:
         signals (which may wait) from changes; a registration published whole carries its request's
         fingerprint (liveness/fingerprint.py)."""
         headers = [(TYPE_HEADER, str(event["type"]).encode())]
-        record = event.record if isinstance(event, Fingerprinted) else None
-        key, value = encode(event) if record is None else record
+        key, value = record_of(event)
         if len(value) <= self.max_message_bytes:
             if isinstance(event, Fingerprinted):
                 headers.append(fingerprint_header(event.fingerprint))

@@ -409,6 +409,13 @@ def encode(event: Mapping[str, Any]) -> tuple[bytes, bytes]:
     return group_key(event).encode("utf-8"), json_codec.dumps(event)
 
 
+def record_of(event: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """The (key, value) a publisher sends for `event`: the front's record when it made one (its
+    event may then carry no topic table, `remoting.requests.to_publish`), else `encode(event)`."""
+    record = event.record if isinstance(event, Fingerprinted) else None
+    return encode(event) if record is None else record
+
+
 def wipe_write_perm_event(broker_name: str) -> dict[str, Any]:
     return {"type": WIPE_WRITE_PERM_OF_BROKER, "brokerName": broker_name}
 

@@ -74,8 +74,8 @@ def dumps_sorted(value: Any) -> str:
     integers and booleans.)"""
     try:
         out = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        if out.isascii() and b"\x7f" not in out:
+            return out.decode("ascii")
     except TypeError:  # an integer past 64 bits, or a key that is not a string
-        return json.dumps(value, separators=(",", ":"), sort_keys=True)
-    if out.isascii() and b"\x7f" not in out:
-        return out.decode("ascii")
+        pass
     return json.dumps(value, separators=(",", ":"), sort_keys=True)

@@ -50,9 +50,7 @@ class InMemoryLog:
             records: dict[str, list[dict[str, Any]]] = {}
             coords = []
             for e in events:
-                # as the publisher sends it: the front's record when it made one (its event may then
-                # carry no topic table, `remoting.requests.to_publish`)
-                key, value = e.record if isinstance(e, ev.Fingerprinted) and e.record is not None else ev.encode(e)
+                key, value = ev.record_of(e)  # as the publisher sends it
                 records.setdefault(key.decode(), []).append(
                     {"partition": 0, "offset": self._offset, "timestamp": now, "key": key.decode(), "value": value})
                 coords.append((0, self._offset))

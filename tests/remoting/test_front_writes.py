@@ -90,9 +90,7 @@ class RecordingLog(InMemoryLog):
         self.events: list[dict[str, Any]] = []
 
     def publish(self, events: list[dict[str, Any]]) -> list[tuple[int, int]]:
-        # what Kafka gets: the front's record where it made one (`remoting.requests.to_publish`)
-        self.events.extend(json_codec.loads(e.record[1]) if isinstance(e, ev.Fingerprinted) and e.record else e
-                           for e in events)
+        self.events.extend(json_codec.loads(ev.record_of(e)[1]) for e in events)  # what Kafka gets
         return super().publish(events)
 
 
