@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 
 from conf import Config, heapdump, load_config
+from conf.imports import refuse_pandas
 from conf.logs import setup_logging
 from conf.version import argument_parser
 from remoting import acl, codes, processes
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     argument_parser("namesrv-remoting", "The RocketMQ remoting front (TCP) over the Delta warehouse.").parse_args(argv)
     cfg = load_config()
     setup_logging(cfg.log_format)
+    refuse_pandas(log)
     heapdump.install("remoting", cfg.log_dir)  # off unless NAMESRV_TRACEMALLOC asks (a profiling run)
     if cfg.remoting_port == 0:
         log.error("NAMESRV_REMOTING_PORT=0 turns the remoting front off; nothing to run")
@@ -127,8 +129,9 @@ def supervise(cfg: Config) -> int:
 
 def preload() -> None:
     """Import what a front imports when it starts (`build_front`'s and the cut store's modules,
-    and what pyarrow imports at its first table: numpy and pandas, about 0.5 s), so the children
-    forked after this share them rather than each importing its own."""
+    and what pyarrow imports at its first table: numpy, about 0.5 s with the pandas it no longer
+    may import, `conf.imports`), so the children forked after this share them rather than each
+    importing its own."""
     for module in PRELOADED:
         importlib.import_module(module)
     from routeinfo.snapshot import Snapshot

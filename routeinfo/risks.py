@@ -207,7 +207,8 @@ def _facts(names: pa.Array, where: npt.NDArray[np.int64], labels: Sequence[str])
     return _TopicFacts(names.cast(pa.large_string()), where.astype(np.int64), labels)
 
 
-_NO_FACTS = _TopicFacts(pa.array([], pa.large_string()), np.zeros(0, dtype=np.int64), ())
+# pa.nulls, not pa.array([]): a list's conversion imports pandas (conf/imports.py), at this module's import
+_NO_FACTS = _TopicFacts(pa.nulls(0, pa.large_string()), np.zeros(0, dtype=np.int64), ())
 
 
 # What the topic kinds read of a topic_queue row (`TopicColumns`).

@@ -23,6 +23,7 @@ import resource
 import sys
 
 from conf import load_config
+from conf.imports import refuse_pandas
 from conf.logs import setup_logging
 from conf.version import argument_parser
 
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     argument_parser("namesrv-server", "The HTTP server (granian) over the Delta warehouse.").parse_args(argv)
     cfg = load_config()
     setup_logging(cfg.log_format)
+    refuse_pandas(log)  # granian's worker is forked from here: it inherits the refusal
     from granian import Granian
     from granian.constants import Interfaces
     from granian.log import LogLevels

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import IO
 
 from conf import Config, heapdump, load_config
+from conf.imports import refuse_pandas
 from conf.logs import setup_logging
 from conf.memory import release_memory
 from conf.processes import process_start
@@ -341,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         .parse_args(argv)
     cfg = load_config()
     setup_logging(cfg.log_format)
+    refuse_pandas(log)
     heapdump.install("cutbuilder", cfg.log_dir)  # off unless NAMESRV_TRACEMALLOC asks (a profiling run)
     stopping = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stopping.set())

@@ -52,8 +52,9 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _maps_file(pid: int, path: Path) -> bool:
-    """Whether the process (or one it started: granian's worker) maps the cut file."""
+def _maps_file(pid: int, path: Path | str) -> bool:
+    """Whether the process (or one it started: granian's worker) maps the file (the cut file; a
+    part of a path: a package's libraries)."""
     for p in _descendants(pid):
         try:
             if str(path) in Path(f"/proc/{p}/maps").read_text():
@@ -124,6 +125,14 @@ def test_two_serving_processes_answer_identically_from_one_shared_cut(tmp_path):
             assert json.loads(listed.body) == route_reads.all_topics(snap)
         path = cutbuilder.cut_path(cfg)
         assert _maps_file(http.pid, path) and _maps_file(front.pid, path)
+        # A serving process refuses pandas (conf/imports.py), which pyarrow would import unasked:
+        # the HTTP server's read paths answer without it, and neither server has loaded it.
+        for read in ("/cluster", "/brokers/live", "/topics", "/topics/system", "/risks", "/history/snapshots",
+                     "/history/changes", "/metrics", "/dashboard/api/groups", "/dashboard/api/topics", "/kv/none",
+                     f"/topics/ScOne/route?snapshot={snap.snapshot_id}", "/openapi.json"):
+            answer = requests.get(f"http://127.0.0.1:{http_port}{read}", timeout=10)
+            assert answer.status_code < 500, (read, answer.status_code, answer.text[:300])
+        assert not _maps_file(http.pid, "/pandas/_libs/") and not _maps_file(front.pid, "/pandas/_libs/")
     finally:
         _stop(front)
         _stop(http)
