@@ -23,6 +23,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from conf.memory import release_memory
 from conf.store import store_path
 from eventlog.consumer import consumer, record_time, true_end
 from eventlog.topics import ensure_topic
@@ -584,6 +585,10 @@ class KafkaStreamReader(DataSourceStreamReader):
             log.info("the state is in %s now (%s)", self.layout.describe(), self.layout_dir / state_layout.LAYOUT_FILE)
             self.state_import = None
         self._outage.committed(int(end.get(RESUMED, 0)))
+        # Once per batch, in the process that plans (Spark's source runner): what the looks at the
+        # log fetched and decoded is given back (a 10,000-broker fleet's records; no collection:
+        # the ledger's objects are long-lived and hold no cycles).
+        release_memory(collect=False)
 
     def _after_empty_poll(self, c: Any, tp: Any, partition: KafkaRange, nxt: int, short: ShortLogs,
                           losses: list[tuple[Any, ...]]) -> int | None:
