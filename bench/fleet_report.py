@@ -31,9 +31,16 @@ NEXT = {
                  "them); its figure has been 4.8, 3.5, 3.6 and 3.0. What is left per batch is Spark's: about 0.1 s "
                  "planning and 0.2-0.3 s after the sink before the next trigger (JFR). Next: fewer batches for "
                  "deferred heartbeats, and the idle row's",
-    "memory": "the job's JVM (its heap at the 1 GiB floor where the model asks less: 256 MiB with no cut yet) and its "
-              "Python processes hold most of it, then the embedded Kafka's JVM: a lower heap floor for small "
-              "fleets, and the serving processes' own heaps (below)",
+    "memory": "by hand at 10,000 × 100, a minute into re-registrations (2026-11-29): the job's JVM 636-836 MiB, "
+              "the widest spread between runs (G1 regrows its young generation to 100-300 MiB after each "
+              "collection over 80 MiB alive; the class archive maps 173 MiB; code, threads and malloc the rest), "
+              "Spark's Python processes 300-330, the serving processes about 400, the job's driver 215-258 and the "
+              "embedded Kafka 177. On 2026-11-29 the Kafka's log cleaner map (128 MiB on its heap, for compacted "
+              "topics we do not have) went (287 -> 155 MiB at 1,000 brokers), the serving processes stopped "
+              "loading pandas (about 25 MiB each), and Spark's Python workers and source runner give back what "
+              "a batch freed (the workers 186-204 -> 113-114 MiB each at 10,000). Next: the driver JVM's young "
+              "generation bounded for the fleet, and at 1,000 brokers one Python worker (80 MiB; a quarter of "
+              "a second per batch, docs/scaling.md 'The task slots')",
     "idle": "the embedded Kafka's JVM 1.3 % of a core (its purgatory reapers and network threads tick on "
             "their own: 'The embedded broker'), the job's JVM 0.8 (a G1 cycle every 30 s that gives the heap "
             "back, Spark's context cleaner, a trigger every 2 s) and the serving side's 0.7. On 2026-11-28 the "
@@ -73,9 +80,11 @@ NEXT = {
                       "restarted 648 -> 332 with the risk history's narrower reads). Since this run a registration waiting for "
                       "its cut holds about 4 KB, not its 64 KB body and event (the front's peak in a 10,000 × 100 "
                       "wave 428 -> 373 MiB by hand, 2026-11-28); what is left of that peak is the wave's arrival "
-                      "burst, 10,000 bodies read before they are decoded. Next: the front stops reading a "
-                      "connection while its writes queue (the bytes wait in the kernel's socket buffers), and the "
-                      "mapped serving path imports no Delta, pandas or Arrow dataset modules",
+                      "burst, 10,000 bodies read before they are decoded. Since 2026-11-29 the three refuse pandas, "
+                      "which pyarrow imported at its first conversion of a list (conf/imports.py; by hand at 1,000 "
+                      "brokers the builder 99 -> 76 MiB, the front 87 -> 61, the HTTP server 116 -> 90). Next: the "
+                      "front stops reading a connection while its writes queue (the bytes wait in the kernel's "
+                      "socket buffers), and the mapped serving path imports no Delta or Arrow dataset modules",
     "wave_lookups": "the front answers lookups on the loop that also takes the wave's registrations and waits "
                     "for their cuts: lookups answered by a front process that takes no registrations "
                     "(NAMESRV_REMOTING_PROCESSES on a host with a core to spare)",

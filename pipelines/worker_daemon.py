@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+# At most one release a worker every this long (`releasing`): a batch or two of a quiet fleet.
+RELEASE_EVERY_S = 10.0
+
 
 def preload() -> None:
     """Import what the step and the source's reads use (`pipelines.job` names this module as
@@ -42,13 +45,16 @@ def freeze() -> None:
     gc.freeze()
 
 
-def releasing(run_task: Callable[..., int], release: Callable[[], None]) -> Callable[..., int]:
+def releasing(run_task: Callable[..., int], release: Callable[[], object]) -> Callable[..., int]:
     """`run_task` (pyspark.daemon's `worker`: one task, in a forked worker) followed by `release`,
     whatever the task did. A reused worker kept what a large batch freed: after a 10,000 × 100
     wave and a minute of re-registrations each of the two held 186-204 MiB, of which glibc gave
     back about 90 MiB when asked (`malloc_trim`, by hand, 2026-11-29); the step's own release
-    (every 64 MiB of records it reads) misses what the wave's last batches freed. Asking after
-    every task costs well under a millisecond when there is nothing to give back."""
+    (every 64 MiB of records it reads) misses what the wave's last batches freed. The daemon's
+    `release` is at most one every RELEASE_EVERY_S (`conf.memory.ReleaseEvery`, no collection:
+    the daemon collects after each task): released after every task, a wave's worker gave its
+    pages back only to fault them in again for the next task (the bench's 10,000 × 100 wave
+    48-50 -> 61 s)."""
     def task(*args: Any) -> int:
         try:
             return run_task(*args)
@@ -63,7 +69,7 @@ if __name__ == "__main__":
     freeze()
     from pyspark import daemon
 
-    from conf.memory import release_memory
+    from conf.memory import ReleaseEvery
     # the manager looks `worker` up at each fork's task, so the module's name is the hook
-    daemon.worker = releasing(daemon.worker, release_memory)
+    daemon.worker = releasing(daemon.worker, ReleaseEvery(RELEASE_EVERY_S).release)
     daemon.manager()
