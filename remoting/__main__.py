@@ -129,9 +129,9 @@ def supervise(cfg: Config) -> int:
 
 def preload() -> None:
     """Import what a front imports when it starts (`build_front`'s and the cut store's modules,
-    and what pyarrow imports at its first table: numpy, about 0.5 s with the pandas it no longer
-    may import, `conf.imports`), so the children forked after this share them rather than each
-    importing its own."""
+    and what pyarrow imports at its first table: numpy; not pandas, which `main` refused,
+    `conf.imports`), so the children forked after this share them rather than each importing
+    its own."""
     for module in PRELOADED:
         importlib.import_module(module)
     from routeinfo.snapshot import Snapshot

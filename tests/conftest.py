@@ -76,15 +76,22 @@ def kafka_bootstrap():
 
 
 @pytest.fixture(scope="session")
-def apache_kafka():
+def apache_kafka_broker():
     """Apache Kafka itself (one KRaft node on 127.0.0.1, from jvm/kafka), started on first use:
-    the broker Spark's Kafka connector is tested against (see test_kafka_connector.py)."""
+    the broker Spark's Kafka connector is tested against (see test_kafka_connector.py); its
+    process for the tests that look inside it."""
     if shutil.which("java") is None:
         pytest.skip("Java 17+ is not on PATH: Apache Kafka cannot start")
     from ops.apache_kafka import start_kafka
     broker = start_kafka()
-    yield broker.bootstrap
+    yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka(apache_kafka_broker) -> str:
+    """That broker's bootstrap address."""
+    return str(apache_kafka_broker.bootstrap)
 
 
 # The two ways the job reads the events topic (NAMESRV_KAFKA_SOURCE); tests of the pipeline run

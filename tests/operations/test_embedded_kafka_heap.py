@@ -9,34 +9,16 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 LIVE_HEAP_LIMIT = 64 << 20
 
 
-def _broker_pid(bootstrap: str) -> int:
-    """The java process whose server.properties listens on `bootstrap`."""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"kafka.Kafka" not in argv:
-            continue
-        props = Path(argv[argv.index(b"kafka.Kafka") + 1].decode())
-        if f"listeners=PLAINTEXT://{bootstrap}," in props.read_text():
-            return int(proc.name)
-    raise AssertionError(f"no Kafka broker process listens on {bootstrap}")
-
-
-def test_the_broker_keeps_no_large_buffer_alive(apache_kafka):
+def test_the_broker_keeps_no_large_buffer_alive(apache_kafka_broker):
     if shutil.which("jcmd") is None:
         pytest.skip("the JDK's jcmd is not on PATH: the broker's heap cannot be read")
-    pid = _broker_pid(apache_kafka)
+    pid = apache_kafka_broker.proc.pid  # the broker's JVM itself (ops.apache_kafka.start_kafka)
     # GC.class_histogram collects fully first: what it counts is what the broker keeps alive
     out = subprocess.run(["jcmd", str(pid), "GC.class_histogram"], capture_output=True, text=True, timeout=60,
                          check=True).stdout
