@@ -34,9 +34,15 @@ def test_killing_the_partition_leader_loses_no_acknowledged_event(kafka_cluster,
     # controller id it has no address for yet, seen once in CI right after the cluster formed); three
     # copies asked, since the broker asked may list two of three for a moment (seen in CI)
     assert ensure_topic(cluster.bootstrap, topic, 1, {"min.insync.replicas": "2"}, copies=3) == 1
+    # a fresh admin client may ask a broker whose metadata has not yet caught up with the topic
+    # (seen in CI: an empty partition list just after ensure_topic saw it), so ask until it is listed
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30_000)
-    replicas = admin.describe_topics([topic])[0]["partitions"][0]["replica_nodes"]
+    listed_by = time.monotonic() + 30
+    while not (partitions := admin.describe_topics([topic])[0]["partitions"]) and time.monotonic() < listed_by:
+        time.sleep(0.5)
     admin.close()
+    assert partitions, f"{topic} has no partitions listed 30 s after it was created"
+    replicas = partitions[0]["replica_nodes"]
     assert len(replicas) == 3, f"the topic has {len(replicas)} copies on a 3-broker cluster"
     leader = cluster.leader(topic)
     acknowledged, failed = [], 0
