@@ -76,11 +76,9 @@ def build_spark(cfg: Config, app_name: str = "namesrv", *, driver_java_options: 
     # JVM 7.0 → 3.5 % of a core; 10,000 × 100 topics registering: 104-108 s either way, JVM CPU
     # 28 → 24 s; by hand, 2026-11-25, docs/scaling.md).
     java_opts = f"-Dlog4j2.configurationFile={log4j.as_uri()} -Xss32m -XX:TieredStopAtLevel=1"
-    # G1 keeps the heap a registration wave grew to; a periodic concurrent cycle and uncommitting
-    # down to 30 % free give it back (10,000 groups × 100 topics, heartbeating: driver JVM
-    # 1,313 → 813 MiB, registration 53 s either way).
-    heap_return = "-XX:G1PeriodicGCInterval=30000 -XX:MaxHeapFreeRatio=30 -XX:MinHeapFreeRatio=10"
-    driver_opts = (f"{java_opts} {heap_return} "
+    # The collector and how the heap gives back what a wave grew it to follow the heap's size
+    # (pipelines/sizing.collector_options).
+    driver_opts = (f"{java_opts} {sizing.collector_options(heap)} "
                    f"{class_archive.java_options() if driver_java_options is None else driver_java_options}")
     # Delta for Spark and Spark's Kafka connector, resolved once by ./run.sh (conf/jvm.py).
     spark = (SparkSession.builder.master(cfg.spark_master).appName(app_name)

@@ -72,6 +72,11 @@ HOST_SHARE = 0.25
 STEP_BYTES = 256 * MiB
 # Spark refuses a driver whose JVM has less than 1.5 × its 300 MiB reserve (INVALID_DRIVER_MEMORY).
 SPARK_MINIMUM_BYTES = 512 * MiB
+# The driver's garbage collector (`collector_options`): the serial one up to this heap, G1 above.
+SERIAL_MAX_BYTES = FLOOR_BYTES
+# Where the serial collector's heap starts: it grows to what the batches need (Java's default
+# starts it at 1/64 of the host's memory, 384 MiB here, all of it committed).
+SERIAL_INITIAL = "32m"
 # A warned state must fall this far under the line before a new crossing warns again.
 REARM_SHARE = 0.9
 
@@ -125,7 +130,32 @@ class Heap:
         why = {None: "", "floor": f" (the floor; the fleet needs {needed})",
                "ceiling": f" (a quarter of the host's memory; the fleet needs {needed}: a bigger host or a Spark cluster)"}
         return (f"driver heap {self.size}{why[self.clamp]}, sized for {self.fleet.describe()}: "
-                f"route state about {self.state_bytes / MiB:,.1f} MiB")
+                f"route state about {self.state_bytes / MiB:,.1f} MiB; {self.collector} collector")
+
+    @property
+    def collector(self) -> Literal["serial", "G1"]:
+        return "serial" if self.bytes <= SERIAL_MAX_BYTES else "G1"
+
+
+def collector_options(heap: Heap) -> str:
+    """The driver JVM's collector options for `heap`. Both give back what a registration wave
+    grew the heap to: a collection that leaves more than 30 % of the heap free shrinks it.
+
+    The serial collector for a heap at the floor, which the model gives a fleet whose live peak is
+    under 40 % of 1 GiB. G1 (the JVM's own choice on this host) regrew its young generation to
+    100-300 MiB after a collection over some 80 MiB alive, and its periodic cycle never ran
+    while young collections came every few seconds, so the JVM's memory at 10,000 × 100
+    re-registering spread over 546-991 MiB between runs (`jcmd VM.native_memory`: heap committed
+    629 MiB, 441-527 of it in use, G1's own structures 63); the serial collector's heap stayed at
+    the batches' need, 237-244 MiB committed, the JVM at 557-566 MiB, with the wave served as
+    fast (by hand, 2026-11-29, docs/scaling.md decision 30). Its pauses are those of one thread
+    over the live set, which the floor bounds (the longest at 10,000 × 100: see that record).
+    Past the floor the fleet's state is larger and a full collection on one thread would stop
+    batches for seconds, so G1, with a concurrent cycle at least every 30 s that uncommits."""
+    free = "-XX:MaxHeapFreeRatio=30 -XX:MinHeapFreeRatio=10"
+    if heap.collector == "serial":
+        return f"-XX:+UseSerialGC -Xms{SERIAL_INITIAL} {free}"
+    return f"-XX:+UseG1GC -XX:G1PeriodicGCInterval=30000 {free}"
 
 
 def parse_jvm_size(text: str) -> int:

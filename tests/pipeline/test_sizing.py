@@ -77,6 +77,31 @@ def test_an_explicit_size_wins_over_the_fleet():
     assert heap.size == "16g" and "auto would size 1g" in heap.describe()
 
 
+def test_the_collector_follows_the_heap():
+    """The serial collector while the heap is the floor (its full collections walk a live set the
+    floor bounds), G1 past it, whether auto or the setting chose the size; both shrink a heap a
+    collection leaves more than 30 % free."""
+    def options(heap: sizing.Heap) -> list[str]:
+        return sizing.collector_options(heap).split()
+    floor = auto(Fleet(1_000, 1_000, 23_000))
+    assert floor.collector == "serial" and "-XX:+UseSerialGC" in options(floor) and "serial collector" in floor.describe()
+    past = auto(Fleet(1_000_000, 1_000_000, 113_000_000))
+    assert past.bytes > GiB and past.collector == "G1" and "-XX:+UseG1GC" in options(past)
+    assert "-XX:+UseSerialGC" not in options(past) and "-XX:+UseG1GC" not in options(floor)
+    for setting, collector in (("512m", "serial"), ("1g", "serial"), ("1025m", "G1"), ("3g", "G1")):
+        heap = driver_heap(setting, None, host_memory=HOST, slots=SLOTS, buckets=BUCKETS)
+        assert heap.collector == collector, setting
+        assert "-XX:MaxHeapFreeRatio=30" in options(heap)
+
+
+def test_the_tests_driver_runs_the_collector_its_heap_was_given(spark):
+    """The options reach the JVM pyspark starts: the session the tests share has the floor's heap,
+    so its collectors are the serial ones (Copy, MarkSweepCompact), not G1's."""
+    beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    names = sorted(str(beans.get(i).getName()) for i in range(beans.size()))
+    assert names == ["Copy", "MarkSweepCompact"], names
+
+
 @pytest.mark.parametrize("setting", ["", "0g", "-1g", "1.5g", "abc", "3gb", "g", "256m", "471859199"])
 def test_a_size_spark_would_not_take_is_refused_with_a_message(setting):
     with pytest.raises(ValueError, match=r"JVM memory size|512m"):
