@@ -112,7 +112,7 @@ class Config:
         "NAMESRV_SPARK_DRIVER_MEMORY", "auto",
         "heap of Spark's driver JVM (`spark.driver.memory`; in local mode it also holds the tasks and the HDFS-backed "
         "state): `auto` sizes it at each start to the fleet the warehouse's newest cut holds (docs/scaling.md); a "
-        "JVM size such as 3g fixes it",
+        "JVM size such as 3g fixes it. The collector follows it: serial up to 1g, G1 past it",
         pattern=(r"auto|[1-9][0-9]*[kmgtKMGT]?", "`auto` or a JVM memory size such as 1g or 3072m"))
     shuffle_partitions: int = setting("NAMESRV_SHUFFLE_PARTITIONS", 2,
                                       "`spark.sql.shuffle.partitions` (size to the cores)", positive=True)

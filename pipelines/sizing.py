@@ -22,11 +22,12 @@ The model (docs/scaling.md, "Sizing the job", has the runs it was calibrated on)
   the version a batch writes (2·S) and the snapshot the store writes every tenth version (about
   one S more: the peaks of a 100,000-group wave); each running task holds its bucket's state row
   as it goes to Python and the one that comes back (2·S/buckets per slot).
-* The heap: that peak at 40 % of it (G1 keeps working well below it; a wave of 100,000 groups
+* The heap: that peak at 40 % of it (the collector keeps working well below it; a wave of 100,000 groups
   × 23 topics peaked at 37 % of a 1 GiB heap and ran), rounded up to 256 MiB, and clamped to
   [1 GiB, a quarter of the host's memory]: below 1 GiB the sort pages and the JVM's own use
   leave too little, above a quarter the host's other processes (Kafka, the serving processes,
   the Python workers, which decode the same state) are starved.
+* The collector follows the heap (`collector_options`): serial at the floor, G1 past it.
 
 The task slots (`NAMESRV_SPARK_MASTER=auto`, the default): the driver's JVM runs `local[N]`, and
 each slot that gets a task keeps a Python worker (about 90 MiB) alive. N is one slot per task the
@@ -74,9 +75,14 @@ STEP_BYTES = 256 * MiB
 SPARK_MINIMUM_BYTES = 512 * MiB
 # The driver's garbage collector (`collector_options`): the serial one up to this heap, G1 above.
 SERIAL_MAX_BYTES = FLOOR_BYTES
-# Where the serial collector's heap starts: it grows to what the batches need (Java's default
-# starts it at 1/64 of the host's memory, 384 MiB here, all of it committed).
-SERIAL_INITIAL = "32m"
+# Where the serial collector's heap starts (Java's default: 1/64 of the host's memory, 384 MiB
+# here). It grows to what the batches need, each step after a full collection: from 32 MiB the
+# driver's start took eight of them (0.67 s of pauses, by hand); from 128 MiB, under the 139-144
+# MiB a 1,000-broker fleet's batches hold, none but the one the metaspace asks for. The
+# metaspace's first collection threshold (Java's default about 21 MiB) sits above what the
+# session loads besides the class archive, so that one is not asked for either.
+SERIAL_INITIAL = "128m"
+SERIAL_METASPACE = "64m"
 # A warned state must fall this far under the line before a new crossing warns again.
 REARM_SHARE = 0.9
 
@@ -154,7 +160,7 @@ def collector_options(heap: Heap) -> str:
     batches for seconds, so G1, with a concurrent cycle at least every 30 s that uncommits."""
     free = "-XX:MaxHeapFreeRatio=30 -XX:MinHeapFreeRatio=10"
     if heap.collector == "serial":
-        return f"-XX:+UseSerialGC -Xms{SERIAL_INITIAL} {free}"
+        return f"-XX:+UseSerialGC -Xms{SERIAL_INITIAL} -XX:MetaspaceSize={SERIAL_METASPACE} {free}"
     return f"-XX:+UseG1GC -XX:G1PeriodicGCInterval=30000 {free}"
 
 
