@@ -140,6 +140,7 @@ class Heap:
 
     @property
     def collector(self) -> Literal["serial", "G1"]:
+        """The collector this heap's JVM runs (`collector_options` says why)."""
         return "serial" if self.bytes <= SERIAL_MAX_BYTES else "G1"
 
 
@@ -153,7 +154,7 @@ def collector_options(heap: Heap) -> str:
     while young collections came every few seconds, so the JVM's memory at 10,000 × 100
     re-registering spread over 546-991 MiB between runs (`jcmd VM.native_memory`: heap committed
     629 MiB, 441-527 of it in use, G1's own structures 63); the serial collector's heap stayed at
-    the batches' need, 237-244 MiB committed, the JVM at 557-566 MiB, with the wave served as
+    the batches' need, 223-244 MiB committed, the JVM at 557-615 MiB, with the wave served as
     fast (by hand, 2026-11-29, docs/scaling.md decision 30). Its pauses are those of one thread
     over the live set, which the floor bounds (the longest at 10,000 × 100: see that record).
     Past the floor the fleet's state is larger and a full collection on one thread would stop
