@@ -57,8 +57,9 @@ NEXT = {
                   "changed only, and a cheaper state step for a large batch",
     "first_wave_1000": "the wave is bound by CPU: 1,000 first registrations cost the whole system about 6.5 s "
                        "of CPU over 4 s on 2 cores (by hand, 2026-11-28: the job's JVM 1.6-2.6, of it G1 "
-                       "0.4-0.55, the serial collector since, and the JIT 0.25; the Python workers 1.2-1.8; the front 1.1; the embedded Kafka "
-                       "0.8; the job 0.6-0.8; the cut builder 0.4-0.8). The front publishes them over 1.2-1.5 s "
+                       "0.4-0.55, the serial collector since, and the JIT 0.25; the Python workers 1.2-1.8; "
+                       "the front 1.1; the embedded Kafka 0.8; the job 0.6-0.8; the cut builder 0.4-0.8). "
+                       "The front publishes them over 1.2-1.5 s "
                        "and they cross the job in two or three batches: a first one of a few records (0.9 s of "
                        "state stage on a fresh job, 0.4 s warm), then the rest (state stage 0.8-1.2 s; Spark's "
                        "event log: its two tasks ran Python for 0.4-0.5 s each). Since 2026-11-28 the step costs "
