@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.helpers import reg, topics
+from tests.helpers import reg, topics, wait
 
 pytestmark = pytest.mark.multihost
 KAFKA_HOSTS = ["kafka-1", "kafka-2", "kafka-3"]
@@ -37,11 +37,8 @@ def test_killing_the_partition_leader_loses_no_acknowledged_event(kafka_cluster,
     # a fresh admin client may ask a broker whose metadata has not yet caught up with the topic
     # (seen in CI: an empty partition list just after ensure_topic saw it), so ask until it is listed
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30_000)
-    listed_by = time.monotonic() + 30
-    while not (partitions := admin.describe_topics([topic])[0]["partitions"]) and time.monotonic() < listed_by:
-        time.sleep(0.5)
+    partitions = wait(lambda: admin.describe_topics([topic])[0]["partitions"], 30, f"{topic}'s partitions listed")
     admin.close()
-    assert partitions, f"{topic} has no partitions listed 30 s after it was created"
     replicas = partitions[0]["replica_nodes"]
     assert len(replicas) == 3, f"the topic has {len(replicas)} copies on a 3-broker cluster"
     leader = cluster.leader(topic)
