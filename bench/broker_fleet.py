@@ -17,42 +17,38 @@ signals arrive spread evenly, not in ticks. Connections: one per broker and one 
 `MAX_CONNECTIONS`: every process on this machine has a hard limit of 20,000 open files
 (RLIMIT_NOFILE, not raisable without CAP_SYS_RESOURCE, which the container lacks), and the
 NameServer under test holds all of them in one process; past that, brokers (and clients) share
-connections evenly, each still on its own timer. The loop runs on uvloop in a thread of the
-bench's process, so its CPU is never counted as a side's. Every loop is bounded by `close`.
+connections evenly, each still on its own timer. The brokers' loop runs on uvloop in a thread of
+the bench's process, so its CPU is never counted as a side's. The clients run in a process of
+their own (`bench.lookup_clients`), as clients run on hosts of their own: timed on the brokers'
+loop, a lookup waited for whatever that loop was doing, and with 106 on at 10,000 brokers that
+loop was a whole core reading cluster infos (lookups answered in 5 s by a NameServer whose front
+used a fifth of a core). Every loop is bounded by `close`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import re
-import resource
-import struct
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.fleet_wire import Conn, Template, raise_file_limit, ticker
+from bench.lookup_clients import TOPICS_PER_CLIENT, LookupClients, Mark
 from remoting import codes
 from remoting.client import registration_request
-from remoting.protocol import encode_request
 
 REGISTER, HEARTBEAT = "register", "heartbeat"
 PERIOD_S = 30.0  # registerNameServerPeriod
 CLUSTER_INFO_PERIOD_S = 5.0  # a 5.x broker's refreshMetadata
-CLIENT_POLL_S = 30.0  # pollNameServerInterval
 FIRST_BEAT_DELAY_S = 10.0  # the register timer's initial delay after `start`'s own registration
 FAILURES_KEPT = 20  # refusals kept as examples (a saturated side refuses millions)
 REGISTER_TIMEOUT_S = 24.0  # registerBrokerTimeoutMills: how long a broker waits for an answer
 BROKERS_PER_CLIENT = 10
-TOPICS_PER_CLIENT = 10
-LOOKUP_TIMEOUT_S = 3.0  # MQClientAPIImpl.getTopicRouteInfoFromNameServer's timeout
 MAX_CONNECTIONS = 15_000  # of 20,000 files a process may open here (see the module's docstring)
 CLUSTER = "VsCluster"
 
-_CODE = re.compile(rb'"code":(-?\d+)')
-_OPAQUE = re.compile(rb'"opaque":(-?\d+)')
 
 
 def system_topics(cluster: str, broker: str) -> dict[str, dict[str, int]]:
@@ -88,22 +84,6 @@ def registration(g: int, topics: int, started_ms: int) -> tuple[dict[str, str], 
                                 data_version={"timestamp": started_ms + g, "counter": 1, "stateVersion": 0})
 
 
-class _Template:
-    """A request's frame with its opaque left open: a broker re-sends the same bytes but for it."""
-
-    def __init__(self, code: int, ext: dict[str, str] | None, body: bytes = b"", *, oneway: bool = False) -> None:
-        mark = -1_234_567
-        frame = encode_request(code, mark, ext=ext, body=body, oneway=oneway)
-        header_len = struct.unpack_from(">I", frame, 4)[0] & 0xFFFFFF
-        header = frame[8:8 + header_len]
-        self.pre, self.post = header.split(b'"opaque":%d' % mark)
-        self.body = body
-
-    def frame(self, opaque: int) -> bytes:
-        header = b'%s"opaque":%d%s' % (self.pre, opaque, self.post)
-        return struct.pack(">iI", 4 + len(header) + len(self.body), len(header)) + header + self.body
-
-
 @dataclass
 class Stats:
     """What the fleet sent and was answered; read by the bench's thread (ints and lists under the GIL)."""
@@ -117,9 +97,6 @@ class Stats:
     signals_refused_busy: int = 0  # re-registrations answered SYSTEM_BUSY (a broker tries again next period)
     cluster_info_sent: int = 0
     cluster_info_answered: int = 0
-    lookups_sent: int = 0
-    lookups: list[float] = field(default_factory=list)  # answered lookups' latency, s
-    lookups_failed: int = 0
     last_sent: dict[str, list[int]] = field(default_factory=dict)  # address -> its newest signals, epoch ms
 
     def fail(self, what: str) -> None:
@@ -128,58 +105,21 @@ class Stats:
             self.failures.append(what)
 
 
-class _Conn(asyncio.Protocol):
-    def __init__(self, fleet: BrokerFleet) -> None:
-        self.fleet = fleet
-        self.transport: asyncio.Transport | None = None
-        self.buf = bytearray()
-        self.lost = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
-        used = 0
-        while len(buf) - used >= 8:
-            (length,) = struct.unpack_from(">i", buf, used)
-            if len(buf) - used < 4 + length:
-                break
-            header_len = struct.unpack_from(">I", buf, used + 4)[0] & 0xFFFFFF
-            header = bytes(buf[used + 8:used + 8 + min(header_len, 512)])
-            used += 4 + length
-            code, opaque = _CODE.search(header), _OPAQUE.search(header)
-            if code is not None and opaque is not None:
-                self.fleet._answered(int(opaque.group(1)), int(code.group(1)))
-        if used:
-            del buf[:used]
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-        self.fleet.stats.fail(f"connection closed by the NameServer: {exc}")
-
-    def send(self, frame: bytes) -> bool:
-        if self.transport is None or self.lost:
-            return False
-        self.transport.write(frame)
-        return True
-
-
 class BrokerFleet:
     """`brokers` brokers with `topics` topics of their own each, against the NameServer at `addr`.
-    The constructor connects every broker and client and sends every first registration at once
-    (a fleet starting together), returning when all are answered (`register_s`). Each broker's
-    register timer runs from its own first answer, as a broker's does (`FIRST_BEAT_DELAY_S`, then
-    every period), and the clients' lookups from the start; `start()` starts the 106 timers; `mode` (REGISTER or HEARTBEAT)
-    and `cluster_info` may be switched while they run."""
+    The constructor starts the clients (`bench.lookup_clients`, their lookups timed from then on),
+    connects every broker and sends every first registration at once (a fleet starting together),
+    returning when all are answered (`register_s`). Each broker's register timer runs from its own
+    first answer, as a broker's does (`FIRST_BEAT_DELAY_S`, then every period); `start()` starts
+    the 106 timers; `mode` (REGISTER or HEARTBEAT) and `cluster_info` may be switched while they
+    run."""
 
     def __init__(self, addr: str, brokers: int, topics: int, *, mode: str = REGISTER, period_s: float = PERIOD_S,
                  clients: bool = True, seed: int = 1, max_connections: int = MAX_CONNECTIONS,
                  wave_budget_s: float = 3600.0) -> None:
         if mode not in (REGISTER, HEARTBEAT):
             raise ValueError(f"fleet mode {mode!r}: expected {REGISTER!r} or {HEARTBEAT!r}")
-        _raise_file_limit()
+        raise_file_limit()
         self.addr, self.brokers, self.topics, self.mode, self.period = addr, brokers, topics, mode, period_s
         self.cluster_info = False
         self.stats = Stats()
@@ -189,18 +129,17 @@ class BrokerFleet:
         self.client_conns = min(self.n_clients, max_connections - self.broker_conns) if self.n_clients else 0
         rnd = random.Random(seed)
         self._phases = {kind: sorted((rnd.random(), i) for i in range(n))
-                        for kind, n in (("beat", brokers), ("106", brokers), ("lookup", self.n_clients))}
+                        for kind, n in (("beat", brokers), ("106", brokers))}
         started_ms = int(time.time() * 1000)
         # built before the clock starts: each broker builds its request on its own host
-        self._registrations = [_Template(codes.REGISTER_BROKER, *registration(g, topics, started_ms))
+        self._registrations = [Template(codes.REGISTER_BROKER, *registration(g, topics, started_ms))
                                for g in range(brokers)]
-        self._heartbeats = [_Template(codes.BROKER_HEARTBEAT, {"clusterName": CLUSTER, "brokerAddr": broker_addr(g),
+        self._heartbeats = [Template(codes.BROKER_HEARTBEAT, {"clusterName": CLUSTER, "brokerAddr": broker_addr(g),
                                                                "brokerName": broker_name(g)}, oneway=True)
                             for g in range(brokers)]
-        self._cluster_info = _Template(codes.GET_BROKER_CLUSTER_INFO, None)
-        self._lookups = [_Template(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": t}) for t in self._client_topics()]
+        self._cluster_info = Template(codes.GET_BROKER_CLUSTER_INFO, None)
         self._opaque = 0
-        self._pending: dict[int, tuple[str, int, float]] = {}  # opaque -> (kind, actor, sent monotonic)
+        self._pending: dict[int, tuple[str, int]] = {}  # opaque -> (kind, actor)
         self._in_flight: dict[int, float] = {}  # broker -> when its unanswered re-registration was sent
         # broker -> when its start ended (monotonic): its first registration answered, or given up
         # after REGISTER_TIMEOUT_S (the broker goes on; its timer starts either way)
@@ -217,6 +156,8 @@ class BrokerFleet:
         self._ready = threading.Event()
         self._started_timers = threading.Event()
         self._error: BaseException | None = None
+        self._clients = LookupClients(addr, self.n_clients, self.client_conns, self._client_topics(), seed=seed) \
+            if self.n_clients else None
         self.started = time.monotonic()
         self._thread.start()
         # False: the side did not answer every first registration within the budget; the fleet
@@ -254,26 +195,17 @@ class BrokerFleet:
         self._stop.set()
         self._started_timers.set()
         self._thread.join(timeout=30)
+        if self._clients is not None:
+            self._clients.close()
 
-    def lookup_mark(self) -> tuple[int, int, int]:
+    def lookup_mark(self) -> Mark:
         """Where the clients' lookups stand now: `lookup_summary(mark)` covers those after it."""
-        return len(self.stats.lookups), self.stats.lookups_sent, self.stats.lookups_failed
+        return self._clients.mark() if self._clients is not None else (0, 0, 0)
 
-    def lookup_summary(self, mark: tuple[int, int, int] = (0, 0, 0)) -> dict[str, Any]:
-        """The clients' lookups since `mark`: p50/p99/max latency (ms), how many failed or went
-        unanswered (within LOOKUP_TIMEOUT_S, a client's own timeout)."""
-        lat = sorted(self.stats.lookups[mark[0]:])
-        sent, failed = self.stats.lookups_sent - mark[1], self.stats.lookups_failed - mark[2]
-        unanswered = sent - len(lat) - failed
-        def q(p: float) -> float | None:
-            return round(1000 * lat[min(len(lat) - 1, int(p * len(lat)))], 2) if lat else None
-        late = sum(1 for x in lat if x > LOOKUP_TIMEOUT_S)
-        return {"sent": sent, "p50_ms": q(0.5), "p99_ms": q(0.99), "max_ms": round(1000 * lat[-1], 2) if lat else None,
-                "failed": failed, "unanswered": max(0, unanswered - len(self._pending_lookups())) + late}
-
-    def _pending_lookups(self) -> list[int]:
-        now = time.monotonic()
-        return [o for o, (k, _, t) in list(self._pending.items()) if k == "lookup" and now - t < LOOKUP_TIMEOUT_S]
+    def lookup_summary(self, mark: Mark = (0, 0, 0)) -> dict[str, Any]:
+        """The clients' lookups since `mark` (`LookupClients.summary`)."""
+        return self._clients.summary(mark) if self._clients is not None else \
+            {"sent": 0, "p50_ms": None, "p99_ms": None, "max_ms": None, "failed": 0, "unanswered": 0}
 
     # ------------------------------------------------------------------ the loop's side
     def _run(self) -> None:
@@ -287,11 +219,11 @@ class BrokerFleet:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         host, _, port = self.addr.rpartition(":")
-        conns: list[_Conn] = []
-        for _ in range(self.broker_conns + self.client_conns):
-            _, proto = await self._loop.create_connection(lambda: _Conn(self), host, int(port))
+        conns: list[Conn] = []
+        for _ in range(self.broker_conns):
+            _, proto = await self._loop.create_connection(lambda: Conn(self._answered, self.stats.fail), host, int(port))
             conns.append(proto)
-        self._bconns, self._cconns = conns[:self.broker_conns], conns[self.broker_conns:]
+        self._bconns = conns
         self._wave_done = asyncio.Event()
         self.started = time.monotonic()
         # every address is in it from the start (the bench's thread copies it while the timers run,
@@ -303,14 +235,13 @@ class BrokerFleet:
         # routes up from the start (a topic not registered yet is answered TOPIC_NOT_EXIST). No
         # connection is idle for the NameServer's 120 s, as it was when they all waited for the
         # whole wave.
-        tickers = [asyncio.ensure_future(self._ticker(kind, period, fire)) for kind, period, fire in (
-            ("beat", self.period, self._beat), ("lookup", CLIENT_POLL_S, self._lookup))]
+        tickers = [asyncio.ensure_future(ticker(self._phases["beat"], self.period, self._beat))]
         await self._first_wave(list(range(self.brokers)))
         self.register_s = time.monotonic() - self.started
         self._ready.set()
         await self._loop.run_in_executor(None, self._started_timers.wait)
         if not self._stop.is_set():
-            tickers.append(asyncio.ensure_future(self._ticker("106", CLUSTER_INFO_PERIOD_S, self._ask_cluster_info)))
+            tickers.append(asyncio.ensure_future(ticker(self._phases["106"], CLUSTER_INFO_PERIOD_S, self._ask_cluster_info)))
             await self._loop.run_in_executor(None, self._stop.wait)
         for t in tickers:
             t.cancel()
@@ -337,23 +268,6 @@ class BrokerFleet:
                 await asyncio.sleep(max(0.0, deadline - time.monotonic()))
                 deadline += self.period
 
-    async def _ticker(self, kind: str, period: float, fire: Callable[[int], None]) -> None:
-        """Fire each actor at its own phase of `period`, forever (cancelled by `close`)."""
-        phases = self._phases[kind]
-        if not phases:
-            return
-        t0 = time.monotonic()
-        cycle = 0
-        while True:
-            base = t0 + cycle * period
-            for phase, actor in phases:
-                due = base + phase * period
-                delay = due - time.monotonic()
-                if delay > 0.001:
-                    await asyncio.sleep(delay)
-                fire(actor)
-            cycle += 1
-
     def _beat(self, g: int) -> None:
         now = time.monotonic()
         joined = self._joined.get(g)
@@ -379,12 +293,6 @@ class BrokerFleet:
             self.stats.cluster_info_sent += 1
             self._send("106", g, self._cluster_info, self._bconns[g % self.broker_conns])
 
-    def _lookup(self, c: int) -> None:
-        conn = self._cconns[c % self.client_conns]
-        for i in range(TOPICS_PER_CLIENT):
-            self.stats.lookups_sent += 1
-            self._send("lookup", c, self._lookups[(c * TOPICS_PER_CLIENT + i) % len(self._lookups)], conn)
-
     def _client_topics(self) -> list[str]:
         out = []
         for c in range(self.n_clients):
@@ -393,12 +301,12 @@ class BrokerFleet:
                 else [broker_name(g)] * TOPICS_PER_CLIENT
         return out
 
-    def _send(self, kind: str, actor: int, template: _Template, conn: _Conn) -> None:
+    def _send(self, kind: str, actor: int, template: Template, conn: Conn) -> None:
         self._opaque += 1
         opaque = self._opaque
         oneway = kind == "heartbeat"
         if not oneway:
-            self._pending[opaque] = (kind, actor, time.monotonic())
+            self._pending[opaque] = (kind, actor)
         if not conn.send(template.frame(opaque)):
             self._pending.pop(opaque, None)
             if kind in ("register", "wave"):
@@ -409,7 +317,7 @@ class BrokerFleet:
         entry = self._pending.pop(opaque, None)
         if entry is None:
             return
-        kind, actor, sent = entry
+        kind, actor = entry
         if kind == "wave":
             if code == codes.SYSTEM_BUSY:
                 self._busy.append(actor)
@@ -431,16 +339,4 @@ class BrokerFleet:
                 self.stats.fail(f"re-registration of {actor}: code {code}")
         elif kind == "106":
             self.stats.cluster_info_answered += code == codes.SUCCESS
-        elif kind == "lookup":
-            if code in (codes.SUCCESS, codes.TOPIC_NOT_EXIST):  # answered (not registered yet during a wave)
-                self.stats.lookups.append(time.monotonic() - sent)
-            else:
-                self.stats.lookups_failed += 1
-
-
-def _raise_file_limit() -> None:
-    """The soft limit on open files up to the hard one (the fleet holds one per connection)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 

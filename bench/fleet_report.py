@@ -138,7 +138,7 @@ def _short(reached: bool, profile: str, next_key: str) -> str:
 
 def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], seconds: float) -> None:
     """The fleet part's section, target rows and plot from its figures."""
-    from bench import broker_fleet, fleet
+    from bench import broker_fleet, fleet, lookup_clients
     sizes = sorted(results["ours"])
     fleet.plot(results, FLEET_PLOT)
     lines = [
@@ -155,7 +155,8 @@ def fleet_report(rep: Report, results: dict[str, dict[int, dict[str, Any]]], sec
         f"for {seconds} s over every process of the side, those started within the window included (ours: the "
         "launcher's tree, the embedded Kafka included; RocketMQ: NamesrvStartup with `bin/runserver.sh`'s JVM options "
         "(4 GiB heap, G1, full JIT) and its default thread pools). The clients' route lookups (GET_ROUTEINFO_BY_TOPIC) "
-        f"during each phase are timed too; one not answered within {broker_fleet.LOOKUP_TIMEOUT_S:.0f} s, a client's "
+        "during each phase are timed too, in a process of the clients' own (`bench/lookup_clients.py`); one not "
+        f"answered within {lookup_clients.LOOKUP_TIMEOUT_S:.0f} s, a client's "
         "own timeout, is unanswered. One side after the other, in this run, on this machine.", "",
         f"![CPU per liveness signal against fleet size]({FLEET_PLOT.relative_to(ROOT).as_posix()})", "",
         "A side that cannot answer as fast as the fleet sends slows the fleet down (a broker waits for its "

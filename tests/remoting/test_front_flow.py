@@ -42,12 +42,7 @@ def test_pipelined_large_answers_are_held_back_until_the_client_reads(tmp_path):
     """100 cluster-info requests of a 2,000-broker cut (each answer about 300 KB), sent at once and
     not read: the front buffers about one answer, not all of them; once the client reads, every
     request is answered, in order."""
-    cfg = load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_REMOTING_PORT": "0"})
-    log = InMemoryLog(cfg.broker_timeout_ms)
-    log.publish([ev.register_broker_event(cluster="C", broker_name=f"broker-with-a-long-name-{g}", broker_id=0,
-                                          addr=f"10.0.{g // 250}.{g % 250}:10911", topics={f"T{g}": {}, f"U{g}": {}},
-                                          timestamp=int(time.time() * 1000))
-                 for g in range(2000)])
+    cfg, log = _fleet_log(tmp_path)
     front = FrontThread(Front(cfg, log, lambda: log))  # type: ignore[arg-type]
     n = 100
     host, port = front.addr.rsplit(":", 1)
@@ -63,6 +58,64 @@ def test_pipelined_large_answers_are_held_back_until_the_client_reads(tmp_path):
         assert held < 3 * body, f"{held:,} bytes of answers buffered for one client (an answer is {body:,})"
         assert [a.opaque for a in answers] == list(range(n))
         assert all(a.code == codes.SUCCESS and len(a.body) == body for a in answers)
+    finally:
+        front.stop()
+
+
+def _fleet_log(tmp_path, brokers: int = 2000):  # type: ignore[no-untyped-def]
+    cfg = load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_REMOTING_PORT": "0"})
+    log = InMemoryLog(cfg.broker_timeout_ms)
+    log.publish([ev.register_broker_event(cluster="C", broker_name=f"broker-with-a-long-name-{g}", broker_id=0,
+                                          addr=f"10.0.{g // 250}.{g % 250}:10911", topics={f"T{g}": {}, f"U{g}": {}},
+                                          timestamp=int(time.time() * 1000))
+                 for g in range(brokers)])
+    return cfg, log
+
+
+def test_a_route_lookup_is_answered_before_a_storm_of_cluster_infos_asked_before_it(tmp_path):
+    """300 brokers each ask for the cluster info of a 2,000-broker cut (about 300 KB each, 90 MB in
+    all), then a client asks for a route. The lookup is answered within a turn or two of the
+    front's loop, before most of the cluster infos are written: large answers go out a megabyte
+    per turn, after the turn's reads (at 10,000 brokers asking 106 every 5 s, written as they were
+    read, they held lookups in their sockets for seconds)."""
+    import select
+    cfg, log = _fleet_log(tmp_path)
+    front = FrontThread(Front(cfg, log, lambda: log))  # type: ignore[arg-type]
+    host, port = front.addr.rsplit(":", 1)
+    brokers = [socket.create_connection((host, int(port)), timeout=30) for _ in range(300)]
+    try:
+        with socket.create_connection((host, int(port)), timeout=30) as client:
+            for i, sock in enumerate(brokers):
+                sock.sendall(encode_request(codes.GET_BROKER_CLUSTER_INFO, i))
+            client.sendall(encode_request(codes.GET_ROUTEINFO_BY_TOPIC, 1, ext={"topic": "T7"}))
+            route = decode(_read_answer(client))
+            started = [s for s in brokers if select.select([s], [], [], 0)[0]]
+        assert route.code == codes.SUCCESS and route.opaque == 1
+        assert len(started) < len(brokers) // 2, f"{len(started)} of {len(brokers)} cluster infos written first"
+        answers = [decode(_read_answer(s)) for s in brokers]  # and every one of them is answered
+        assert all(a.code == codes.SUCCESS and len(a.body) > 200_000 for a in answers)
+        assert [a.opaque for a in answers] == list(range(len(brokers)))
+    finally:
+        for sock in brokers:
+            sock.close()
+        front.stop()
+
+
+def test_a_large_answer_that_waited_past_its_askers_timeout_is_answered_busy(tmp_path, monkeypatch):
+    """A cluster info still queued after BULK_WAIT_S (3 s: every asker's default timeout) is
+    answered SYSTEM_BUSY with RocketMQ's overload remark, not with a body its asker gave up on; a
+    small answer is never queued."""
+    from remoting import front as front_module
+    cfg, log = _fleet_log(tmp_path)
+    monkeypatch.setattr(front_module, "BULK_WAIT_S", 0.0)  # every large answer has waited too long
+    front = FrontThread(Front(cfg, log, lambda: log))  # type: ignore[arg-type]
+    try:
+        from remoting.client import RemotingClient
+        with RemotingClient(front.addr) as c:
+            info = c.call(codes.GET_BROKER_CLUSTER_INFO)
+            assert info.code == codes.SYSTEM_BUSY and info.remark == front_module.BUSY and not info.body
+            route = c.call(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "T7"})
+            assert route.code == codes.SUCCESS and json.loads(route.body)["brokerDatas"]
     finally:
         front.stop()
 
