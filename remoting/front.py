@@ -1,7 +1,8 @@
 """The remoting front: RocketMQ's TCP protocol in front of the served snapshot and the event log.
 
 One asyncio loop holds every connection. Reads are answered inline from the served cut
-(`remoting.replies`); writes are published to Kafka in the order they arrived
+(`remoting.replies`), but for large answers (cluster infos), which wait in a queue written a
+megabyte per turn of the loop so that no storm of them holds a route lookup back; writes are published to Kafka in the order they arrived
 (`remoting.publish`) and answered once Kafka acknowledged them (and, for admin writes and
 registrations that change what a lookup would see, once the served cut has them, within a
 bound: `remoting.served`). Liveness signals are answered at once and wait in the coalescing
