@@ -50,7 +50,6 @@ MAX_CONNECTIONS = 15_000  # of 20,000 files a process may open here (see the mod
 CLUSTER = "VsCluster"
 
 
-
 def system_topics(cluster: str, broker: str) -> dict[str, dict[str, int]]:
     """The topics `TopicConfigManager.init` (5.3.3) puts in a default broker's table (and the
     timer store's `rmq_sys_wheel_timer`): read queues, write queues, perm."""

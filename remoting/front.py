@@ -5,9 +5,10 @@ One asyncio loop holds every connection. Reads are answered inline from the serv
 megabyte per turn of the loop so that no storm of them holds a route lookup back. Writes are
 published to Kafka in the order they arrived (`remoting.publish`) and answered once Kafka
 acknowledged them (and, for admin writes and registrations that change what a lookup would see,
-once the served cut has them, within a bound: `remoting.served`). Liveness signals are answered at once and wait in the coalescing
-window (`liveness.coalescing`). This module is the dispatcher: it frames requests, picks the
-handler by request code, keeps which connection registered which broker, and answers.
+once the served cut has them, within a bound: `remoting.served`). Liveness signals are answered
+at once and wait in the coalescing window (`liveness.coalescing`). This module is the
+dispatcher: it frames requests, picks the handler by request code, keeps which connection
+registered which broker, and answers.
 
 The front also does what only the holder of a broker's TCP connection can do, as RocketMQ's
 BrokerHousekeepingService does: when a connection that registered a broker closes, the broker is
