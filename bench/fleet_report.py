@@ -92,14 +92,14 @@ NEXT = {
     "wave_lookups": "the front answers lookups on the loop that also takes the wave's registrations and waits "
                     "for their cuts: lookups answered by a front process that takes no registrations "
                     "(NAMESRV_REMOTING_PROCESSES on a host with a core to spare)",
-    "lookups_106": "bound the large answers still draining on their connections (the loop flushes them as "
-                   "their sockets drain, outside the per-turn budget), and NAMESRV_REMOTING_PROCESSES=N fronts "
-                   "over the one cut file on a host with cores to spare. The machine's two cores are full in "
-                   "this phase: the front at 84 % of a core answers 1,667 cluster infos a second (RocketMQ 63, "
-                   "refusing 323 re-registrations a second SYSTEM_BUSY meanwhile), 2 GB/s, and the fleet's own "
-                   "loop reads them. Since 2026-11-29 the front writes large answers from a queue, a megabyte per "
-                   "turn after the turn's reads (p99 5.4 s with 14,690 unanswered -> 115 ms, none unanswered; "
-                   "by hand 37-39 ms over 40 s; docs/scaling.md, decision 31)",
+    "lookups_106": "NAMESRV_REMOTING_PROCESSES=N fronts over the one cut file on a host with cores to spare: "
+                   "the machine's two cores are full in this phase (the front at 84 % of a core answers 1,667 "
+                   "cluster infos a second, 2 GB/s, and the fleet's own loop reads them; RocketMQ answers 63 "
+                   "and refuses 323 re-registrations a second SYSTEM_BUSY meanwhile). Since 2026-11-29 the front "
+                   "writes large answers from a queue, a megabyte per turn after the turn's reads (p99 5.4 s "
+                   "with 14,690 unanswered -> 115 ms, none unanswered; by hand 37-39 ms over 40 s). Bounding "
+                   "the answers still draining on their connections as well gave no better (by hand 58 ms; "
+                   "docs/scaling.md, decision 31)",
 }
 
 
