@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.fleet_wire import Conn, Template, raise_file_limit, ticker
-from bench.lookup_clients import TOPICS_PER_CLIENT, LookupClients, Mark
+from bench.lookup_clients import TOPICS_PER_CLIENT, LookupClients, Mark, summarize
 from remoting import codes
 from remoting.client import registration_request
 
@@ -203,8 +203,7 @@ class BrokerFleet:
 
     def lookup_summary(self, mark: Mark = (0, 0, 0)) -> dict[str, Any]:
         """The clients' lookups since `mark` (`LookupClients.summary`)."""
-        return self._clients.summary(mark) if self._clients is not None else \
-            {"sent": 0, "p50_ms": None, "p99_ms": None, "max_ms": None, "failed": 0, "unanswered": 0}
+        return self._clients.summary(mark) if self._clients is not None else summarize([], 0, 0, 0)
 
     # ------------------------------------------------------------------ the loop's side
     def _run(self) -> None:

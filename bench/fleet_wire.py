@@ -61,11 +61,10 @@ class Conn(asyncio.Protocol):
                 if not self._skip:
                     self._done()
                 continue
-            need = 8 if len(head) < 8 else 8 + (struct.unpack_from(">I", head, 4)[0] & 0xFFFFFF)
-            take = min(need - len(head), end - pos)
+            take = min(_head_size(head) - len(head), end - pos)
             head += data[pos:pos + take]
             pos += take
-            if len(head) < 8 or len(head) < 8 + (struct.unpack_from(">I", head, 4)[0] & 0xFFFFFF):
+            if len(head) < _head_size(head):  # the length fields came in: now the header's size is known
                 continue
             (length,) = struct.unpack_from(">i", head, 0)
             header = bytes(head[8:8 + min(len(head) - 8, 512)])
@@ -90,6 +89,12 @@ class Conn(asyncio.Protocol):
             return False
         self.transport.write(frame)
         return True
+
+
+def _head_size(head: bytearray) -> int:
+    """How long a frame's head (its length fields and header) is, as far as `head` tells: the
+    length fields first, then those and the header they announce."""
+    return 8 if len(head) < 8 else 8 + (struct.unpack_from(">I", head, 4)[0] & 0xFFFFFF)
 
 
 async def ticker(phases: Sequence[tuple[float, int]], period: float, fire: Callable[[int], None]) -> None:

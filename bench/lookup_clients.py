@@ -84,6 +84,18 @@ class LookupClients:
         return answer
 
 
+def summarize(latencies: Sequence[float], sent: int, failed: int, waiting: int) -> dict[str, Any]:
+    """Lookups as the bench reports them: p50/p99/max latency (ms) of those answered, how many
+    failed, and how many went unanswered within LOOKUP_TIMEOUT_S (`waiting`: sent too recently
+    to tell)."""
+    lat = sorted(latencies)
+    def q(p: float) -> float | None:
+        return round(1000 * lat[min(len(lat) - 1, int(p * len(lat)))], 2) if lat else None
+    late = sum(1 for x in lat if x > LOOKUP_TIMEOUT_S)
+    return {"sent": sent, "p50_ms": q(0.5), "p99_ms": q(0.99), "max_ms": round(1000 * lat[-1], 2) if lat else None,
+            "failed": failed, "unanswered": max(0, sent - len(lat) - failed - waiting) + late}
+
+
 def _readline(stream: IO[str], timeout_s: float) -> str:
     got: list[str] = []
     reader = threading.Thread(target=lambda: got.append(stream.readline()), daemon=True)
@@ -120,15 +132,9 @@ class _Clients:
         return len(self.latencies), self.sent, self.failed
 
     def summary(self, mark: Sequence[int]) -> dict[str, Any]:
-        lat = sorted(self.latencies[mark[0]:])
-        sent, failed = self.sent - mark[1], self.failed - mark[2]
         now = time.monotonic()
         waiting = sum(1 for t in list(self._pending.values()) if now - t < LOOKUP_TIMEOUT_S)
-        def q(p: float) -> float | None:
-            return round(1000 * lat[min(len(lat) - 1, int(p * len(lat)))], 2) if lat else None
-        late = sum(1 for x in lat if x > LOOKUP_TIMEOUT_S)
-        return {"sent": sent, "p50_ms": q(0.5), "p99_ms": q(0.99), "max_ms": round(1000 * lat[-1], 2) if lat else None,
-                "failed": failed, "unanswered": max(0, sent - len(lat) - failed - waiting) + late}
+        return summarize(self.latencies[mark[0]:], self.sent - mark[1], self.failed - mark[2], waiting)
 
     def close(self) -> None:
         self._stop.set()
@@ -202,10 +208,12 @@ def main() -> None:
                 answer: dict[str, Any] = {"mark": clients.mark()}
             elif asked["ask"] == "summary":
                 answer = {"summary": clients.summary(asked["mark"])}
-            else:
+            elif asked["ask"] == "close":
                 clients.close()
                 print(json.dumps({"closed": True}), flush=True)
                 return
+            else:
+                answer = {"error": f"unknown ask {asked['ask']!r}"}
         except Exception as exc:
             answer = {"error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(answer), flush=True)

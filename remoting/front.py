@@ -156,8 +156,7 @@ class Connection(asyncio.Protocol):
         wait: answered all at once, a pipeline of large answers (10,000 cluster infos of 100,000
         brokers) was buffered whole, and the front's memory grew by gigabytes."""
         self._held = True
-        if self.transport is not None:
-            self.transport.pause_reading()
+        self._pause()
 
     def resume_writing(self) -> None:
         self._held = False
@@ -168,12 +167,15 @@ class Connection(asyncio.Protocol):
         pipelined behind it wait, as they do while the client does not read, or a pipeline of
         cluster infos would all be queued and then buffered at once."""
         self._bulk_queued = True
-        if self.transport is not None:
-            self.transport.pause_reading()
+        self._pause()
 
     def bulk_written(self) -> None:
         self._bulk_queued = False
         self._resume()
+
+    def _pause(self) -> None:
+        if self.transport is not None:
+            self.transport.pause_reading()
 
     def _resume(self) -> None:
         if self._held or self._bulk_queued or self.transport is None or self.transport.is_closing():

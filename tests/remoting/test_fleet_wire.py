@@ -30,8 +30,8 @@ def _read(stream: bytes, steps: Iterator[int]) -> tuple[list[tuple[int, int, int
 
 def test_answers_are_said_once_whole_in_order_whatever_the_chunking():
     """A small answer, a 1.2 MB one, an empty one and a 70 KB one, cut at random points (the first
-    answer and the next's header a byte at a time): each is said once, with its opaque and code, in the chunk that brought its
-    last byte, and nothing of a body is kept."""
+    answer and the next's header a byte at a time): each is said once, with its opaque and code,
+    in the chunk that brought its last byte, and nothing of a body is kept."""
     frames = [_answer(1, codes.SUCCESS, b"{}"), _answer(2, codes.SUCCESS, b"x" * 1_200_000),
               _answer(3, codes.SYSTEM_BUSY, b""), _answer(4, codes.TOPIC_NOT_EXIST, b"y" * 70_000)]
     stream = b"".join(frames)
