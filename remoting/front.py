@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import itertools
 import logging
 import time
@@ -46,10 +47,26 @@ from snapshots.freshness import LogMark, includes, reset_since
 log = logging.getLogger("namesrv.remoting")
 NOT_READY = "name server not ready"
 METRICS_WRITE_S = 1.0
-# Writes started per turn of the event loop. A write's decoding and checks run in its first step,
-# so this bounds how long a read waits behind a storm of them (at about a millisecond each for a
-# 100-topic registration, a few tens of milliseconds).
+# Writes started per turn of the event loop, at least. A write's decoding and checks run in its
+# first step, so this bounds how long a read waits behind a storm of them (at about a millisecond
+# each for a 100-topic registration, a few tens of milliseconds).
 WRITES_PER_TURN = 32
+# ... and more in a turn whose reads took long: the writes' first steps may take as long as the
+# last turn's reads did (`WriteShare`). A fixed count per turn starved the writes whenever the
+# reads made the turns long: 100,000 brokers on 15,000 connections, their refused registrations
+# sent again together every 30 s and 3,333 lookups a second, made turns of about 1.5 s, and 32
+# writes a turn published 22 registrations a second while the job idled (by hand, 2026-11-29).
+WRITES_SHARE = 1.0
+# Reads a turn of the loop runs, at most: past it, a connection's bytes wait (read, not yet
+# served) for the next turn (`ReadTurns`). The loop serves every socket with bytes in one turn;
+# 100,000 brokers' registrations refused and sent again together made turns of 3-13 s, in which no
+# timer ran, no write was started and no cut's waiter answered (by hand, 2026-11-29).
+READ_TURN_S = 0.02
+# Bytes read past their turn and not yet served, at most about: past it every connection stops
+# being read, its bytes waiting in the kernel's socket buffers as they did before turns were
+# bounded, until the front has served half of them (`ReadTurns`). Unbounded, a front behind its
+# fleet held a read of every connection: 500 MB at 100,000 brokers on 15,000 connections.
+HELD_BYTES = 64 * 1024 * 1024
 # Writes taken and not yet answered, at most: RocketMQ's NameServer runs every request but route
 # lookups on its defaultExecutor (NamesrvConfig: 16 threads, a queue of 10,000) and answers a
 # request it cannot queue SYSTEM_BUSY at once, which a broker retries at its next period. Unbounded,
@@ -101,6 +118,9 @@ class Connection(asyncio.Protocol):
     _buf: bytearray = field(default_factory=bytearray)
     _held: bool = False  # the client is not reading its answers: its next requests wait in _buf
     _bulk_queued: bool = False  # a large answer of its waits in the front's queue: so do its next requests
+    writing: int = 0  # its writes taken and not yet answered: its repeats wait behind them, in order
+    _deferred: bool = False  # read after its turn's reads were spent: its bytes wait in _buf for the next
+    _stalled: bool = False  # not read while the front holds too many bytes unserved (`ReadTurns`)
     closed: bool = False  # connection_lost has run: a registration published after it is undone
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -114,13 +134,38 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
         self._buf += data
+        if self.front.reads.spent():
+            self._defer()
+            return
         self._serve_frames()
 
+    def undefer(self) -> None:
+        """Its turn came (`ReadTurns`): the bytes it holds are served, and it is read again
+        (unless stalled)."""
+        self._deferred = False
+        self._resume()
+
+    def stall(self) -> None:
+        self._stalled = True
+        self._pause()
+
+    def unstall(self) -> None:
+        self._stalled = False
+        self._resume()
+
+    def _defer(self) -> None:
+        self._deferred = True
+        self._pause()
+        self.front.reads.defer(self, len(self._buf))
+
     def _serve_frames(self) -> None:
-        """Dispatch the whole requests in the buffer, until the client stops reading answers."""
-        used = 0
+        """Dispatch the whole requests in the buffer, until the client stops reading answers or
+        the turn's reads are spent (the rest waits for a later turn, `ReadTurns`)."""
+        used, spent = 0, False
+        reads = self.front.reads
+        started = time.perf_counter()
         try:
-            while not self._held and not self._bulk_queued:
+            while not self._held and not self._bulk_queued and not self._deferred:
                 found = next_frame(self._buf, self.front.max_frame_bytes, used)
                 if found is None:
                     break
@@ -129,12 +174,19 @@ class Connection(asyncio.Protocol):
                 cmd = decode(frame)
                 if not cmd.is_response:  # a stray response has nobody waiting for it: ignored, as in Java
                     self.front.dispatch(self, cmd)
+                if reads.spent(time.perf_counter() - started) and len(self._buf) > used:
+                    spent = True
+                    break
         except FrameError as exc:
             log.warning("closing %s: bad frame (%s)", self.peer, exc)
             self.close()
             return
+        finally:
+            reads.took(time.perf_counter() - started)
         if used:
             del self._buf[:used]
+        if spent:
+            self._defer()
 
     def answer(self, cmd: Command | Asked, reply: Reply) -> None:
         if cmd.oneway or self.transport is None or self.transport.is_closing():
@@ -178,10 +230,13 @@ class Connection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def _resume(self) -> None:
-        if self._held or self._bulk_queued or self.transport is None or self.transport.is_closing():
+        """Serve what it holds, then read it again, unless a reason to wait remains."""
+        if self._held or self._bulk_queued or self._deferred or self.transport is None \
+                or self.transport.is_closing():
             return
-        self.transport.resume_reading()
         self._serve_frames()
+        if not (self._held or self._bulk_queued or self._deferred or self._stalled or self.transport.is_closing()):
+            self.transport.resume_reading()
 
     def close(self) -> None:
         if self.transport is not None:
@@ -230,7 +285,9 @@ class Front:
         self.idle_timeout_s = cfg.remoting_idle_timeout_ms / 1000
         self._repeat_horizon_s = min(REPEAT_HORIZON_S, cfg.kafka_retention_ms / 4000)
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._arrived: collections.deque[tuple[Connection, Command, float]] = collections.deque()
+        self._arrived: collections.deque[tuple[Connection, Command, WriteHandler, float]] = collections.deque()
+        self.write_share = WriteShare()
+        self.reads = ReadTurns(self.write_share, self.connections)
         self._max_in_flight = writes_in_flight
         self.in_flight = 0  # writes taken and not yet answered (arrived, published, waiting for their cut)
         self._starting = False
@@ -240,7 +297,7 @@ class Front:
         self._pipeline = PublishPipeline(cfg.bootstrap, publisher_factory, self.metrics.heartbeats_forwarded)
         self.read_only = {"listenPort": str(cfg.remoting_port), **{k: str(v).lower() if isinstance(v, bool) else str(v)
                                                                      for k, v in cfg.read_only_facts.items()}}
-        self._writes: dict[int, Callable[[Connection, Command], Awaitable[Reply]]] = {
+        self._writes: dict[int, WriteHandler] = {
             codes.REGISTER_BROKER: self._register, codes.UNREGISTER_BROKER: self._unregister,
             codes.PUT_KV_CONFIG: lambda c, cmd: self._admin([requests.put_kv(cmd.ext)]),
             codes.DELETE_KV_CONFIG: lambda c, cmd: self._admin(requests.delete_kv(cmd.ext)),
@@ -369,11 +426,18 @@ class Front:
         elif code in LIVENESS_CODES:
             reply = self._heartbeat(cmd)
         elif code in self._writes:
+            handler = self._writes[code]
+            if code == codes.REGISTER_BROKER:
+                repeat, handler = self._shown_repeat(conn, cmd)
+                if repeat is not None:
+                    self._answer(conn, cmd, repeat, started)
+                    return
             if self.in_flight >= self._max_in_flight:
                 self._answer(conn, cmd, error(codes.SYSTEM_BUSY, BUSY), started)
                 return
             self.in_flight += 1
-            self._arrived.append((conn, cmd, started))
+            conn.writing += 1
+            self._arrived.append((conn, cmd, handler, started))
             if not self._starting:
                 self._starting = True
                 self._spawn(self._start_writes())
@@ -383,18 +447,23 @@ class Front:
         self._answer(conn, cmd, reply, started)
 
     async def _start_writes(self) -> None:
-        """Start the writes that arrived, in arrival order, WRITES_PER_TURN per turn of the loop.
-        Reads are answered inline as their bytes arrive; started all at once, a storm of writes
-        (100,000 brokers registering) would run every decoding before the loop looked at its
-        sockets again, and a route lookup asked meanwhile went unanswered past its timeout."""
+        """Start the writes that arrived, in arrival order, as many per turn of the loop as
+        `write_share` allows. Reads are answered inline as their bytes arrive; started all at
+        once, a storm of writes (100,000 brokers registering) would run every decoding before the
+        loop looked at its sockets again, and a route lookup asked meanwhile went unanswered past
+        its timeout."""
+        share = self.write_share
         try:
             while self._arrived:
-                for _ in range(min(WRITES_PER_TURN, len(self._arrived))):
-                    conn, cmd, started = self._arrived.popleft()
-                    self._spawn(self._write(conn, cmd, self._writes[cmd.code], started))
-                del cmd  # the last one started is its write's: not held over the turn
+                count = min(share.turn(), len(self._arrived))
+                for _ in range(count):
+                    conn, cmd, handler, started = self._arrived.popleft()
+                    self._spawn(self._write(conn, cmd, handler, started))
+                del cmd, handler  # the last one started is its write's: not held over the turn
+                share.started(count)
                 await asyncio.sleep(0)
         finally:
+            share.idle()
             self._starting = False
 
     async def _write_bulk(self) -> None:
@@ -451,6 +520,7 @@ class Front:
             reply = error(codes.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"[:300])
         finally:
             self.in_flight -= 1
+            conn.writing -= 1
         self._answer(conn, asked, reply, started)
 
     # ------------------------------------------------------------ broker requests
@@ -469,12 +539,30 @@ class Front:
             return ok()
         return replies.data_version(self.store.current, cmd.ext, asked)
 
-    async def _register(self, conn: Connection, cmd: Command) -> Reply:
+    def _shown_repeat(self, conn: Connection, cmd: Command) -> tuple[Reply | None, WriteHandler]:
+        """A REGISTER_BROKER that repeats what this connection registered, which the served cut
+        shows, is a liveness signal: answered here, as a heartbeat is, never queued behind the
+        writes nor refused SYSTEM_BUSY for want of a write slot (refused, a fleet whose first
+        registrations filled the slots lost the liveness of the brokers already served, and they
+        expired). Only while the connection has no write of its own in flight, so its requests
+        keep their order. Otherwise: None, and the write's handler, given the fingerprint it
+        computed."""
+        mine = conn.registered.get((cmd.ext.get("clusterName") or "", cmd.ext.get("brokerAddr") or ""))
+        if mine is None:
+            return None, self._register
+        fingerprint = requests.fingerprint(cmd)
+        if not conn.writing and mine.fingerprint == fingerprint and self._repeat_form(mine) == SHOWN:
+            return self._repeat(mine), self._register
+        return None, functools.partial(self._register, fingerprint=fingerprint)
+
+    async def _register(self, conn: Connection, cmd: Command, fingerprint: bytes | None = None) -> Reply:
         """REGISTER_BROKER. A registration that waits for its cut holds only what its answer needs
         (names, id, coordinates): the request (its body) is let go once decoded, the decoded event
         once published; a repeat waiting for the registration it names (`_repeat_unserved`) holds
-        its request, whose body is published whole should the named one not show."""
-        fingerprint = requests.fingerprint(cmd)
+        its request, whose body is published whole should the named one not show. `fingerprint`:
+        the request's, if `_shown_repeat` computed it."""
+        if fingerprint is None:
+            fingerprint = requests.fingerprint(cmd)
         mine = conn.registered.get((cmd.ext.get("clusterName") or "", cmd.ext.get("brokerAddr") or ""))
         repeat = mine is not None and mine.fingerprint == fingerprint
         if repeat and mine is not None:
@@ -622,6 +710,110 @@ class Front:
         snap = await self._publish_served([event])
         count = route_reads.topics_hosted_by(snap, event["brokerName"])
         return ok(ext={"wipeTopicCount" if wipe else "addTopicCount": str(count)})
+
+
+class ReadTurns:
+    """The reads of a turn of the event loop, bounded (READ_TURN_S): a connection read once they
+    are spent keeps its bytes unserved and is not read (`Connection.data_received`) until a later
+    turn, when the deferred ones are served first, in the order they were deferred, again within
+    the bound. So a turn ends after about READ_TURN_S of reads, and the loop's timers, the writes
+    it starts (`WriteShare`, told the reads' time) and the answers of writes whose cut came run at
+    least that often, however many sockets have bytes. A front that stays behind would hold a
+    read of every connection so: past HELD_BYTES of them, every connection is stalled (not read,
+    its bytes left in the kernel) until the deferred ones are served down to half of it."""
+
+    def __init__(self, write_share: WriteShare, connections: dict[int, Connection],
+                 budget_s: float = READ_TURN_S, held_max: int = HELD_BYTES) -> None:
+        self._write_share = write_share
+        self._connections = connections
+        self._budget_s = budget_s
+        self._held_max = held_max
+        self._spent_s = 0.0  # reads in this turn
+        self._deferred: collections.deque[tuple[Connection, int]] = collections.deque()
+        self.held = 0  # bytes the deferred connections hold
+        self._stalled: list[Connection] | None = None  # while stalled: the connections to read again after
+        self._next_scheduled = False
+
+    def spent(self, more_s: float = 0.0) -> bool:
+        """Whether this turn's reads, and `more_s` not yet told (`took`), reached the bound."""
+        return self._spent_s + more_s >= self._budget_s
+
+    def took(self, seconds: float) -> None:
+        self._spent_s += seconds
+        self._write_share.read(seconds)
+        self._schedule()
+
+    def defer(self, conn: Connection, held: int) -> None:
+        self._deferred.append((conn, held))
+        self.held += held
+        if self.held > self._held_max and self._stalled is None:
+            self._stalled = list(self._connections.values())
+            for c in self._stalled:
+                c.stall()
+            log.info("remoting: %d bytes read and not yet served; reading no connection until half are", self.held)
+        self._schedule()
+
+    @property
+    def stalled(self) -> bool:
+        return self._stalled is not None
+
+    def _schedule(self) -> None:
+        """The next turn starts a new count (a callback runs once a turn, after its reads)."""
+        if not self._next_scheduled:
+            self._next_scheduled = True
+            asyncio.get_running_loop().call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        self._next_scheduled = False
+        self._spent_s = 0.0
+        deferred = self._deferred
+        while deferred and not self.spent():
+            conn, held = deferred.popleft()
+            self.held -= held
+            conn.undefer()
+        if self._stalled is not None and self.held <= self._held_max // 2:
+            stalled, self._stalled = self._stalled, None
+            for conn in stalled:
+                conn.unstall()
+        if deferred:
+            self._schedule()
+
+
+class WriteShare:
+    """How many writes the next turn of the loop starts: at least WRITES_PER_TURN, and as many
+    more as take, at the last turns' cost per write, WRITES_SHARE of the time the turn's reads
+    took (`ReadTurns.took` adds it). A read then waits behind at most about as much
+    writing as reading, however long the turns grow."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
+        self._read_s = 0.0  # reads since the last turn started writes
+        self._last = 0.0  # perf_counter when the last turn started writes (0: none started since idle)
+        self._count = 0  # writes the last turn started
+        self._cost_s = 0.0  # per write, the last turn's (its time but the reads, over its writes)
+
+    def read(self, seconds: float) -> None:
+        self._read_s += seconds
+
+    def turn(self) -> int:
+        """The writes this turn may start."""
+        now, allowed = self._clock(), WRITES_PER_TURN
+        if self._last:  # the first turn after an idle spell: its reads were not the writes' wait
+            if self._count:
+                self._cost_s = max(0.0, now - self._last - self._read_s) / self._count
+            if self._cost_s > 0:
+                allowed = max(allowed, int(WRITES_SHARE * self._read_s / self._cost_s))
+        self._read_s, self._last = 0.0, now
+        return allowed
+
+    def started(self, count: int) -> None:
+        self._count = count
+
+    def idle(self) -> None:
+        self._last, self._count = 0.0, 0
+
+
+WriteHandler = Callable[[Connection, Command], Awaitable[Reply]]
 
 
 def _registered(snap: Snapshot, broker_name: str, cluster: str, broker_id: int | None) -> Reply:

@@ -273,3 +273,142 @@ def test_writes_past_the_bound_in_flight_are_answered_system_busy_at_once(tmp_pa
         assert not {f"b{g}" for g in range(4, 12)} & set(log.current.brokers)
     finally:
         front.stop()
+
+
+def _registration(g: int, opaque: int) -> bytes:
+    from remoting.client import registration_request
+    ext, body = registration_request(cluster="C", broker_name=f"b{g}", broker_id=0, addr=f"10.0.0.{g}:10911",
+                                     topics={t: {"topicName": t, "readQueueNums": 4, "writeQueueNums": 4,
+                                                 "perm": 6, "topicSysFlag": 0, "order": False}
+                                             for t in (f"T{g}", f"U{g}")})
+    return encode_request(codes.REGISTER_BROKER, opaque, ext=ext, body=body)
+
+
+def test_a_repeat_of_a_served_registration_is_taken_while_the_writes_in_flight_are_full(tmp_path):
+    """A broker's repeat of a registration the cut shows is a liveness signal: answered at once
+    SUCCESS while the front's writes in flight are full (2 here, each publish taking 0.5 s), where
+    a new registration is refused SYSTEM_BUSY, and its signal reaches the log. Queued with the
+    writes, as it was, a fleet whose first registrations filled the slots was refused the
+    re-registrations of the brokers already served, and they expired."""
+    cfg = load_config({"NAMESRV_DATA_DIR": str(tmp_path), "NAMESRV_REMOTING_PORT": "0"})
+    log = _SlowLog(cfg.broker_timeout_ms, 0.5)
+    front = FrontThread(Front(cfg, log, lambda: log, writes_in_flight=2))  # type: ignore[arg-type]
+    host, port = front.addr.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=10) as a, \
+                socket.create_connection((host, int(port)), timeout=10) as b:
+            a.sendall(_registration(1, 1))
+            assert decode(_read_answer(a)).code == codes.SUCCESS
+            key = ("C", "10.0.0.1:10911")
+            first = log.current.live_by_addr[key]["lastUpdateTimestamp"]
+            time.sleep(0.01)  # the repeat is stamped later than the registration
+            b.sendall(_registration(2, 2) + _registration(3, 3) + _registration(4, 4))  # two taken, one refused
+            time.sleep(0.2)
+            sent = time.monotonic()
+            a.sendall(_registration(1, 5))
+            repeat = decode(_read_answer(a))
+            took = time.monotonic() - sent
+            assert (repeat.opaque, repeat.code) == (5, codes.SUCCESS) and took < 0.3, (repeat.code, repeat.remark, took)
+            codes_b = sorted(decode(_read_answer(b)).code for _ in range(3))
+            assert codes_b == [codes.SUCCESS, codes.SUCCESS, codes.SYSTEM_BUSY]
+            # the repeat's signal reaches the log (the coalescing window, then a publish)
+            deadline = time.monotonic() + 10
+            while log.current.live_by_addr[key]["lastUpdateTimestamp"] == first and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert log.current.live_by_addr[key]["lastUpdateTimestamp"] > first, "the repeat's signal never reached the log"
+    finally:
+        front.stop()
+
+
+def test_the_writes_a_turn_starts_grow_with_the_time_its_reads_took():
+    """`WriteShare`: a turn whose reads were short starts WRITES_PER_TURN writes; one whose reads
+    took long starts as many as fit, at the last turn's cost per write, in as much time as the
+    reads took; the first turn after an idle spell does not count the reads of the spell."""
+    from remoting.front import WRITES_PER_TURN, WriteShare
+    now = [100.0]
+    share = WriteShare(clock=lambda: now[0])
+    assert share.turn() == WRITES_PER_TURN  # the first: nothing known
+    share.started(32)
+    now[0] += 0.010 + 0.032  # 10 ms of reads, 32 writes of 1 ms
+    share.read(0.010)
+    assert share.turn() == WRITES_PER_TURN  # 10 ms of reads: 10 writes' worth, below the floor
+    share.started(32)
+    now[0] += 1.5 + 0.032  # a turn of 1.5 s of reads
+    share.read(1.5)
+    assert share.turn() == 1500  # 1.5 s at 1 ms a write
+    share.started(1500)
+    now[0] += 0.2 + 3.0  # those 1,500 writes cost 2 ms each
+    share.read(0.2)
+    assert share.turn() in (99, 100)  # 0.2 s of reads at 2 ms a write (less a rounding)
+    share.idle()
+    now[0] += 600
+    share.read(30.0)  # reads while no write waited
+    assert share.turn() == WRITES_PER_TURN
+
+
+def test_a_registration_is_answered_while_a_storm_of_lookups_is_served(tmp_path):
+    """A broker registers, then 50 clients each send 1,000 route lookups at once (seconds of the
+    front's loop). The loop serves at most READ_TURN_S of reads a turn, and a connection read past
+    it waits for a later turn, so the loop keeps turning: the registration is started, published
+    and answered within a few turns, long before the storm is. Served whole in one turn, as every
+    socket with bytes was, the storm held the registration's next step (and the loop's timers)
+    until its last lookup was answered."""
+    cfg, log = _fleet_log(tmp_path, brokers=10)
+    front = FrontThread(Front(cfg, log, lambda: log))  # type: ignore[arg-type]
+    host, port = front.addr.rsplit(":", 1)
+    clients = [socket.create_connection((host, int(port)), timeout=60) for _ in range(50)]
+    try:
+        with socket.create_connection((host, int(port)), timeout=60) as broker:
+            storm = b"".join(encode_request(codes.GET_ROUTEINFO_BY_TOPIC, i, ext={"topic": f"absent-{i}"})
+                             for i in range(1000))
+            sent = time.monotonic()
+            broker.sendall(_registration(77, 1))
+            for sock in clients:
+                sock.sendall(storm)
+            registered = decode(_read_answer(broker))
+            registered_s = time.monotonic() - sent
+            answers = [decode(_read_answer(sock)) for sock in clients for _ in range(1000)]
+            storm_s = time.monotonic() - sent
+        assert registered.code == codes.SUCCESS, registered.remark
+        assert all(a.code == codes.TOPIC_NOT_EXIST for a in answers)
+        assert registered_s < storm_s / 4, f"registered after {registered_s:.2f} s, the storm answered in {storm_s:.2f} s"
+    finally:
+        for sock in clients:
+            sock.close()
+        front.stop()
+
+
+def test_a_front_behind_its_clients_holds_at_most_its_bound_of_unserved_bytes(tmp_path):
+    """50 clients each send 1,000 route lookups at once (100 KB each, 5 MB in all), to a front
+    whose bound of bytes read and not yet served is 64 KB: past it every connection is stalled,
+    its bytes left in the kernel, until half are served. What the front's connections hold stays
+    near the bound (a bound plus a read), not the storm's 5 MB, and every lookup is answered."""
+    from remoting.front import ReadTurns
+    cfg, log = _fleet_log(tmp_path, brokers=10)
+    bound = 64 * 1024
+    f = Front(cfg, log, lambda: log)  # type: ignore[arg-type]
+    f.reads = ReadTurns(f.write_share, f.connections, held_max=bound)
+    front = FrontThread(f)
+    host, port = front.addr.rsplit(":", 1)
+    clients = [socket.create_connection((host, int(port)), timeout=60) for _ in range(50)]
+    held: list[int] = []
+
+    async def sample() -> None:
+        while True:
+            held.append(sum(len(c._buf) for c in f.connections.values()))
+            await asyncio.sleep(0.005)
+    sampler = asyncio.run_coroutine_threadsafe(sample(), front._loop)
+    try:
+        storm = b"".join(encode_request(codes.GET_ROUTEINFO_BY_TOPIC, i, ext={"topic": f"absent-{i}"})
+                         for i in range(1000))
+        for sock in clients:
+            sock.sendall(storm)
+        answers = [decode(_read_answer(sock)) for sock in clients for _ in range(1000)]
+        assert all(a.code == codes.TOPIC_NOT_EXIST for a in answers)
+        assert max(held) > bound // 2, "the storm never filled the front's bound: it tests nothing"
+        assert max(held) <= bound + 256 * 1024, f"the front held {max(held):,} bytes unserved (bound {bound:,})"
+    finally:
+        sampler.cancel()
+        for sock in clients:
+            sock.close()
+        front.stop()
