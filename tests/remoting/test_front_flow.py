@@ -412,3 +412,37 @@ def test_a_front_behind_its_clients_holds_at_most_its_bound_of_unserved_bytes(tm
         for sock in clients:
             sock.close()
         front.stop()
+
+
+def test_a_connection_the_front_is_not_reading_is_not_closed_as_idle(tmp_path):
+    """The idle sweep closes a connection neither read nor written for the idle timeout (1 s
+    here), but not one the front itself stopped reading because it is behind (stalled: its bytes
+    wait in the kernel for the front). Swept as idle, 12,193 of a 100,000-broker fleet's 15,000
+    connections were closed and their brokers unregistered. Once read again, the stalled one's
+    lookup, sent while it waited, is answered."""
+    cfg, log = _fleet_log(tmp_path, brokers=10)
+    f = Front(cfg, log, lambda: log)  # type: ignore[arg-type]
+    f.idle_timeout_s = 1.0
+    front = FrontThread(f)
+    host, port = front.addr.rsplit(":", 1)
+
+    async def on_loop(fn):  # type: ignore[no-untyped-def]
+        return fn()
+
+    def run(fn):  # type: ignore[no-untyped-def]
+        return asyncio.run_coroutine_threadsafe(on_loop(fn), front._loop).result(10)
+    try:
+        with socket.create_connection((host, int(port)), timeout=10) as waiting, \
+                socket.create_connection((host, int(port)), timeout=10) as idle:
+            time.sleep(0.2)
+            conns = run(lambda: sorted(f.connections.values(), key=lambda c: c.ident))
+            assert len(conns) == 2
+            run(conns[0].stall)  # the front behind: it reads this one no more for now
+            waiting.sendall(encode_request(codes.GET_ROUTEINFO_BY_TOPIC, 5, ext={"topic": "T3"}))
+            time.sleep(3.0)  # three idle timeouts
+            assert idle.recv(1) == b"", "the idle connection was not closed"
+            run(conns[0].unstall)
+            route = decode(_read_answer(waiting))
+            assert (route.opaque, route.code) == (5, codes.SUCCESS)
+    finally:
+        front.stop()
