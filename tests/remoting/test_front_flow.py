@@ -416,10 +416,10 @@ def test_a_front_behind_its_clients_holds_at_most_its_bound_of_unserved_bytes(tm
 
 def test_a_connection_the_front_is_not_reading_is_not_closed_as_idle(tmp_path):
     """The idle sweep closes a connection neither read nor written for the idle timeout (1 s
-    here), but not one the front itself stopped reading because it is behind (stalled: its bytes
-    wait in the kernel for the front). Swept as idle, 12,193 of a 100,000-broker fleet's 15,000
-    connections were closed and their brokers unregistered. Once read again, the stalled one's
-    lookup, sent while it waited, is answered."""
+    here), but not one whose client's bytes wait in the kernel while the front does not read it
+    (stalled here, as when the front is behind): Netty would have read them. Swept as idle,
+    12,193 of a 100,000-broker fleet's 15,000 connections were closed and their brokers
+    unregistered. Once read again, the stalled one's lookup, sent while it waited, is answered."""
     cfg, log = _fleet_log(tmp_path, brokers=10)
     f = Front(cfg, log, lambda: log)  # type: ignore[arg-type]
     f.idle_timeout_s = 1.0
