@@ -50,7 +50,9 @@ NEXT = {
             "serving side's timed looks went (the kernel wakes them) and the job's watcher fetches every 2.5 s "
             "(5.88 -> 3.27 %). Next: the job's idle triggers (a look of up to 10 s when nothing waits, weighed "
             "against how long a stopping query waits for it) and a smaller embedded Kafka (fewer purgatories)",
-    "first_wave": "a first registration is answered once its cut is served; since 2026-11-28 the host's cut "
+    "first_wave": "on 2026-11-29 (f499516) 82 s in a run where RocketMQ's own wave took 13.1 s against 8.9 "
+                  "s the run before, a host slower by about half for both; by hand after decision 32's "
+                  "last change 41-44 s. A first registration is answered once its cut is served; since 2026-11-28 the host's cut "
                   "file is written in parts (a cut that changes no route rewrites only its head), so what is "
                   "left per cut of the wave is the job's batch and the builder's encoding of the new route "
                   "bodies (1.2-1.8 s a cut at this size, by hand): the bodies encoded for the groups a cut "
@@ -68,13 +70,15 @@ NEXT = {
                        "its repeat to judge it a fixed point, `repeats_nothing`: 13 % of the step), and a first "
                        "batch that does not hold the rest back (a fresh job's first execution of its stateful "
                        "stage)",
-    "wave": "the front is the one saturated process (the remoting role above, one interpreter): its writes in "
-            "flight full of first registrations waiting for their cut, it spends its loop refusing the fleet's "
-            "re-registrations SYSTEM_BUSY and answering 3,333 lookups/s late, so it publishes first registrations "
-            "slower than the job (a quarter of a core here) could apply them. RocketMQ's NameServer does not hold "
-            "this fleet on this machine either (its row). Lookups and refusals answered by more than one front "
-            "process over one shared cut (docs/scaling.md, decision record: one copy of the cut per host), so "
-            "the process that publishes is not the one that answers",
+    "wave": "(the figures are of 2026-11-27) the front was the one saturated process then. Since "
+            "2026-11-29 its loop turns are bounded (docs/scaling.md, decision 32): by hand at 100,000 x 10 "
+            "it took the wave as fast as the job served it (about 25,000 brokers served after four "
+            "minutes, against 2,000-3,000 before) and is no longer the bound. The job then failed: its "
+            "source could not read a 2,500-record range within 120 s while the embedded Kafka ran at "
+            "66-69 % of a core, and the launcher restarted it. Next: why the Kafka was busy (the job's "
+            "reads of the bodies that small repeats name, its ledger cold, are the suspect), then the "
+            "cut builder's cost per cut, which grows with the fleet (each of the 13 system topics names "
+            "every broker: 2.7 s a cut at 20,000 brokers by hand)",
     "serving_memory": "a heap profile by hand at 10,000 × 100 (2026-11-28, conf/heapdump with "
                       "NAMESRV_TRACEMALLOC): the three processes hold 277-286 MiB before any broker registers, "
                       "their imports (pyarrow's compute, dataset and parquet 52 MiB, pandas 49, flask 19, deltalake "
