@@ -740,14 +740,15 @@ class Front:
 
 class ReadTurns:
     """The event loop's reads, bounded between its yields (READ_TURN_S): once the reads counted
-    since the last yield reach the bound, a connection read keeps its bytes unserved and is not
-    read (`Connection.data_received`) until the next turn of the loop, which serves the deferred
-    ones first, in the order they were deferred, within the bound again, and starts a new count.
-    So a turn ends after about READ_TURN_S of reads, and the loop's timers, the writes it starts
-    (`WriteShare`, told the reads' time) and the answers of writes whose cut came run at least
-    that often, however many sockets have bytes. A front that stays behind would hold a read of
-    every connection so: past HELD_BYTES of them, every connection is stalled (not read, its
-    bytes left in the kernel) until the deferred ones are served down to half of it."""
+    since the last yield reach the bound, a connection read keeps its bytes unserved, unless they
+    are few (SMALL_READ_BYTES: a lookup, a heartbeat), and is not read (`Connection.data_received`)
+    until the next turn of the loop, which serves the deferred ones first, in the order they were
+    deferred, within the bound again, and starts a new count. So a turn ends after about
+    READ_TURN_S of reads, and the loop's timers, the writes it starts (`WriteShare`, told the
+    reads' time) and the answers of writes whose cut came run at least that often, however many
+    sockets have bytes. A front that stays behind would hold a read of every connection so: past
+    HELD_BYTES of them, every connection but those whose last read was small is stalled (not
+    read, its bytes left in the kernel) until the deferred ones are served down to half of it."""
 
     def __init__(self, write_share: WriteShare, connections: dict[int, Connection],
                  budget_s: float = READ_TURN_S, held_max: int = HELD_BYTES) -> None:
@@ -755,7 +756,7 @@ class ReadTurns:
         self._connections = connections
         self._budget_s = budget_s
         self._held_max = held_max
-        self._spent_s = 0.0  # reads in this turn
+        self._spent_s = 0.0  # reads since the last turn that served the deferred ones
         self._deferred: collections.deque[tuple[Connection, int]] = collections.deque()
         self.held = 0  # bytes the deferred connections hold
         self._stalled: list[Connection] | None = None  # while stalled: the connections to read again after
@@ -785,10 +786,6 @@ class ReadTurns:
             log.info("remoting: %d bytes read and not yet served; reading no connection that sends much "
                      "until half are", self.held)
         self._schedule()
-
-    @property
-    def stalled(self) -> bool:
-        return self._stalled is not None
 
     def _schedule(self) -> None:
         """The next turn serves the deferred connections and starts a new count."""
