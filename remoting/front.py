@@ -130,7 +130,7 @@ class Connection(asyncio.Protocol):
     writing: int = 0  # its writes taken and not yet answered: its repeats wait behind them, in order
     _deferred: bool = False  # read after its turn's reads were spent: its bytes wait in _buf for the next
     _stalled: bool = False  # not read while the front holds too many bytes unserved (`ReadTurns`)
-    light: bool = False  # its last read was small (SMALL_READ_BYTES): it is never stalled
+    light: bool = False  # its last read was small (SMALL_READ_BYTES) and all served: it is never stalled
     closed: bool = False  # connection_lost has run: a registration published after it is undone
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -144,11 +144,15 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
         self._buf += data
-        self.light = len(self._buf) < SMALL_READ_BYTES
-        if not self.light and self.front.reads.spent():
+        small = len(self._buf) < SMALL_READ_BYTES
+        if not small and self.front.reads.spent():
+            self.light = False
             self._defer()
             return
         self._serve_frames()
+        # light: what it sent was small and is all served (the first segment of a large pipeline
+        # is not taken for a small request)
+        self.light = small and not self._buf
 
     def undefer(self) -> None:
         """Its turn came (`ReadTurns`): the bytes it holds are served, and it is read again
