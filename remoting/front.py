@@ -192,7 +192,7 @@ class Connection(asyncio.Protocol):
         reads = self.front.reads
         started = time.perf_counter()
         try:
-            while not self._held and not self._bulk_queued and not self._deferred:
+            while not self._unserved:
                 found = next_frame(self._buf, self.front.max_frame_bytes, used)
                 if found is None:
                     break
@@ -256,13 +256,18 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.pause_reading()
 
+    @property
+    def _unserved(self) -> bool:
+        """A reason its requests wait unserved: its client not reading, a large answer of its
+        queued, or its turn deferred."""
+        return self._held or self._bulk_queued or self._deferred
+
     def _resume(self) -> None:
         """Serve what it holds, then read it again, unless a reason to wait remains."""
-        if self._held or self._bulk_queued or self._deferred or self.transport is None \
-                or self.transport.is_closing():
+        if self._unserved or self.transport is None or self.transport.is_closing():
             return
         self._serve_frames()
-        if not (self._held or self._bulk_queued or self._deferred or self._stalled or self.transport.is_closing()):
+        if not (self._unserved or self._stalled or self.transport.is_closing()):
             self.transport.resume_reading()
 
     def close(self) -> None:
@@ -577,7 +582,7 @@ class Front:
         expired). Only while the connection has no write of its own in flight, so its requests
         keep their order. Otherwise: None, and the write's handler, given the fingerprint it
         computed."""
-        mine = conn.registered.get((cmd.ext.get("clusterName") or "", cmd.ext.get("brokerAddr") or ""))
+        mine = conn.registered.get(_address(cmd))
         if mine is None:
             return None, self._register
         fingerprint = requests.fingerprint(cmd)
@@ -593,7 +598,7 @@ class Front:
         the request's, if `_shown_repeat` computed it."""
         if fingerprint is None:
             fingerprint = requests.fingerprint(cmd)
-        mine = conn.registered.get((cmd.ext.get("clusterName") or "", cmd.ext.get("brokerAddr") or ""))
+        mine = conn.registered.get(_address(cmd))
         repeat = mine is not None and mine.fingerprint == fingerprint
         if repeat and mine is not None:
             form = self._repeat_form(mine)
@@ -851,6 +856,11 @@ class WriteShare:
 
 
 WriteHandler = Callable[[Connection, Command], Awaitable[Reply]]
+
+
+def _address(cmd: Command) -> tuple[str, str]:
+    """(clusterName, brokerAddr) of a broker request: what a connection's registrations are kept by."""
+    return cmd.ext.get("clusterName") or "", cmd.ext.get("brokerAddr") or ""
 
 
 def _unread_bytes(transport: asyncio.Transport | None) -> int:

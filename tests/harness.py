@@ -168,16 +168,10 @@ class Pipeline:
 class FrontThread:
     """A remoting front serving on 127.0.0.1 (free port) from an asyncio loop on its own thread."""
 
-    def __init__(self, front: Any, *, uvloop: bool = False) -> None:
-        """`uvloop`: on uvloop's loop, as `python -m remoting` runs it (asyncio's own loop still
-        reads a socket paused earlier in the same turn, uvloop's does not)."""
+    def __init__(self, front: Any) -> None:
         import asyncio
         self.front, self.store = front, front.store
-        if uvloop:
-            import uvloop as uv
-            self._loop = uv.new_event_loop()
-        else:
-            self._loop = asyncio.new_event_loop()
+        self._loop = asyncio.new_event_loop()
         threading.Thread(target=self._loop.run_forever, daemon=True, name="remoting-front").start()
         self._server = asyncio.run_coroutine_threadsafe(front.serve("127.0.0.1", 0), self._loop).result(10)
         self.addr = f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
