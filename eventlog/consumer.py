@@ -11,9 +11,14 @@ from typing import Any
 
 from eventlog.topics import no_topic_creation
 
-# Above any record the pipeline accepts (NAMESRV_MAX_MESSAGE_BYTES is at most 16 MiB), so an
-# oversize record is still fetched and reaches dead_letter with its reason.
-FETCH_BYTES = 64 * 1024 * 1024
+# Bytes a fetch asks for, per partition and in all: Apache Kafka's consumer default. A broker
+# answers a fetch with its first record batch whole whatever its size (KIP-74, fetch v3 on; Tansu
+# too), so a record larger than this (an oversize one, for dead_letter) is still read. A fetch asks
+# for the records after its offset, to the log's end: at 64 MiB, each read of a batch's range and
+# each read of a repeat's body brought the whole backlog of a registration wave (100,000 brokers:
+# tens of MB a fetch, seconds of parsing), and the job's reads stopped getting answers within
+# their timeout, while the broker spent most of a core sending (by hand, 2026-11-29).
+FETCH_BYTES = 1024 * 1024
 
 
 def consumer(bootstrap: str, *, bootstrap_timeout_ms: int = 30_000, fetch_max_wait_ms: int = 500,

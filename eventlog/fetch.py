@@ -7,7 +7,7 @@ an address new to its group again, a moved data version, a topic removed meanwhi
 in a settled fleet, so one consumer per Python worker, created on first use, is enough. It is not
 rare in a registration wave that outruns the job: brokers expire before their re-registrations
 are read, and each such repeat needs its body. A read of one body costs a seek and a fetch round
-trip, and a fetch brings a megabyte of the records after it; so every record a read brings is
+trip, and a fetch brings a megabyte of the records after it (`consumer.FETCH_BYTES`); so every record a read brings is
 kept for the rest of the batch (`begin`), and the bodies a batch needs, published close together
 in the log, are mostly read once (100,000 brokers: batches of 5,000 records took minutes of
 round trips).

@@ -327,8 +327,8 @@ def read_events(spark: Any, cfg: Config, layout: Layout, state_import: StorePath
             .option("kafka.bootstrap.servers", cfg.bootstrap).option("subscribe", cfg.kafka_topic)
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", str(cfg.max_records_per_batch))
-            # Sized like our source's fetches, above any accepted record, so oversize records
-            # arrive and are dead-lettered with their reason.
+            # Sized like our source's fetches; a fetch's first batch comes whole whatever its size,
+            # so oversize records arrive and are dead-lettered with their reason.
             .option("kafka.max.partition.fetch.bytes", str(FETCH_BYTES))
             .option("kafka.fetch.max.bytes", str(FETCH_BYTES))
             # A log that went backwards (the memory-only broker restarted) is read again, as our

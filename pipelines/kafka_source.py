@@ -136,6 +136,11 @@ LOOK_MAX_S = 2.0
 SCAN_FETCH_WAIT_MS = 10
 # The longest stretch before a look's end that is slept rather than polled (`_await_change`).
 LAST_STRETCH_S = 0.1
+# A batch's read of a range fails when none of its records came for this long (the log's broker
+# gone): the job restarts and reads it again.
+READ_STUCK_S = 120.0
+# A range read longer than this is logged with its offsets and time.
+SLOW_READ_S = 10.0
 
 
 def _reader_consumer(bootstrap: str) -> Any:
@@ -645,7 +650,11 @@ class KafkaStreamReader(DataSourceStreamReader):
             assert isinstance(partition, KafkaRange)
             if partition.context is not None:
                 yield from partition.context.rows()
+            began = time.monotonic()
             yield from self._read_range(partition)
+            if time.monotonic() - began > SLOW_READ_S:
+                log.warning("%s[%d]: offsets %d..%d read in %.1f s", self.topic, partition.partition,
+                            partition.start, partition.end, time.monotonic() - began)
 
     def _read_range(self, partition: KafkaRange) -> Iterator[tuple[Any, ...]]:
         from kafka import TopicPartition
@@ -659,14 +668,18 @@ class KafkaStreamReader(DataSourceStreamReader):
             c.seek(tp, partition.start)
             nxt = partition.start
             short = ShortLogs()
-            deadline = time.monotonic() + 120
+            # The read fails when no record comes for READ_STUCK_S, not when the whole range took
+            # that long: a range is read as fast as the task consumes its rows, and at 100,000
+            # brokers a read of 2,500 registrations that went on coming failed at 120 s, which
+            # restarted the job (by hand, 2026-11-29).
+            progress = time.monotonic()
             waiting_since: float | None = None  # since when polls bring none of the planned records
             marked = False  # this read marked an outage
             while nxt < partition.end:
-                if time.monotonic() > deadline:
+                if time.monotonic() - progress > READ_STUCK_S:
                     raise RuntimeError(
                         f"{self.topic}[{partition.partition}]: offsets {nxt}..{partition.end} not readable "
-                        f"within 120 s (broker gone?)")
+                        f"for {READ_STUCK_S:.0f} s (broker gone?)")
                 marked = marked or self._outage.stalled(self.topic, partition.partition, waiting_since)
                 try:
                     records = c.poll(timeout_ms=500, max_records=5000).get(tp, [])
@@ -677,6 +690,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                     time.sleep(0.5)
                     continue
                 waiting_since = None if records else (time.monotonic() if waiting_since is None else waiting_since)
+                if records:
+                    progress = time.monotonic()
                 if not records:
                     losses: list[tuple[Any, ...]] = []
                     after = self._after_empty_poll(c, tp, partition, nxt, short, losses)

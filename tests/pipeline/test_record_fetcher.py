@@ -61,3 +61,30 @@ def test_what_a_batch_keeps_is_bounded(kafka_bootstrap):
         assert fetch.fetches > 1  # the bound made it read again
     finally:
         fetch.close()
+
+
+def test_a_record_larger_than_a_fetch_is_read_whole(kafka_bootstrap):
+    """A fetch asks for FETCH_BYTES (1 MiB) of records, and the broker answers with its first
+    batch whole whatever its size: a 3 MB record (an oversize one, for dead_letter) is read, and
+    so are the records after it."""
+    from kafka import KafkaProducer
+
+    from eventlog.consumer import FETCH_BYTES
+    topic = f"fetch-{uuid.uuid4().hex[:8]}"
+    ensure_topic(kafka_bootstrap, topic, 1, {})
+    big = b"x" * (3 * 1024 * 1024)
+    assert len(big) > FETCH_BYTES
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, max_request_size=4 * len(big))
+    try:
+        sent = [producer.send(topic, v) for v in (b"before", big, b"after")]
+        producer.flush()
+        offsets = [f.get(timeout=10).offset for f in sent]
+    finally:
+        producer.close()
+    fetch = RecordFetcher(kafka_bootstrap, topic)
+    try:
+        fetch.begin(1)
+        assert fetch(0, [offsets[1]]) == [big]
+        assert fetch(0, [offsets[2]]) == [b"after"]
+    finally:
+        fetch.close()
