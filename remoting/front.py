@@ -76,6 +76,10 @@ HELD_BYTES = 64 * 1024 * 1024
 # registration wave waited behind 190 MB of registrations: p50 3.2 s, 403 of 1,500 unanswered,
 # against 0.25 s before the bound (the bench at f499516).
 SMALL_READ_BYTES = 4096
+# A read of a socket takes at most this many bytes (what uvloop read of a socket at a time before
+# the front chose its reads' size), and at most SMALL_READ_BYTES while the front is stalled or of a
+# connection it paused (`Connection.get_buffer`).
+READ_BYTES = 64 * 1024
 # Writes taken and not yet answered, at most: RocketMQ's NameServer runs every request but route
 # lookups on its defaultExecutor (NamesrvConfig: 16 threads, a queue of 10,000) and answers a
 # request it cannot queue SYSTEM_BUSY at once, which a broker retries at its next period. Unbounded,
@@ -117,7 +121,7 @@ class Registered:
 
 
 @dataclass
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     front: Front
     ident: int
     peer: str = ""
@@ -130,6 +134,7 @@ class Connection(asyncio.Protocol):
     writing: int = 0  # its writes taken and not yet answered: its repeats wait behind them, in order
     _deferred: bool = False  # read after its turn's reads were spent: its bytes wait in _buf for the next
     _stalled: bool = False  # not read while the front holds too many bytes unserved (`ReadTurns`)
+    counted: int = 0  # while deferred: the bytes of _buf ReadTurns counts as held
     light: bool = False  # its last read was small (SMALL_READ_BYTES) and all served: it is never stalled
     closed: bool = False  # connection_lost has run: a registration published after it is undone
 
@@ -141,11 +146,25 @@ class Connection(asyncio.Protocol):
         self.last_active = time.monotonic()
         self.front.connections[self.ident] = self
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the next read of its socket goes: the front's one read buffer, of which
+        `buffer_updated` copies what was read. While the front is stalled, the connections it
+        still reads (light ones) are read SMALL_READ_BYTES at a time, so that one sending much
+        holds at most that much before it is stalled too (read whole, each light connection's
+        next read added up to 1.0 MB held of a 64 KB bound); so is a connection the front paused,
+        which asyncio's own loop reads once more in the turn it was paused in."""
+        reads = self.front.reads
+        return reads.buffer(small=reads.stalling or self._unserved or self._stalled)
+
+    def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
-        self._buf += data
+        reads = self.front.reads
+        self._buf += reads.buffer()[:nbytes]
+        if self._deferred:  # read after its deferral in the same turn (asyncio's loop): held with the rest
+            reads.held_more(self, nbytes)
+            return
         small = len(self._buf) < SMALL_READ_BYTES
-        if not small and self.front.reads.spent():
+        if not small and reads.spent():
             self.light = False
             self._defer()
             return
@@ -153,6 +172,8 @@ class Connection(asyncio.Protocol):
         # light: what it sent was small and is all served (the first segment of a large pipeline
         # is not taken for a small request)
         self.light = small and not self._buf
+        if not self.light:
+            reads.sends_much(self)
 
     def undefer(self) -> None:
         """Its turn came (`ReadTurns`): the bytes it holds are served, and it is read again
@@ -172,6 +193,11 @@ class Connection(asyncio.Protocol):
     def is_stalled(self) -> bool:
         return self._stalled
 
+    @property
+    def buffered(self) -> int:
+        """Bytes read of it and not yet served."""
+        return len(self._buf)
+
     def stall(self) -> None:
         self._stalled = True
         self._pause()
@@ -183,7 +209,7 @@ class Connection(asyncio.Protocol):
     def _defer(self) -> None:
         self._deferred = True
         self._pause()
-        self.front.reads.defer(self, len(self._buf))
+        self.front.reads.defer(self)
 
     def _serve_frames(self) -> None:
         """Dispatch the whole requests in the buffer, until the client stops reading answers or
@@ -750,7 +776,7 @@ class Front:
 class ReadTurns:
     """The event loop's reads, bounded between its yields (READ_TURN_S): once the reads counted
     since the last yield reach the bound, a connection read keeps its bytes unserved, unless they
-    are few (SMALL_READ_BYTES: a lookup, a heartbeat), and is not read (`Connection.data_received`)
+    are few (SMALL_READ_BYTES: a lookup, a heartbeat), and is not read (`Connection.buffer_updated`)
     until the next turn of the loop, which serves the deferred ones first, in the order they were
     deferred, within the bound again, and starts a new count. So a turn ends after about
     READ_TURN_S of reads, and the loop's timers, the writes it starts (`WriteShare`, told the
@@ -766,10 +792,19 @@ class ReadTurns:
         self._budget_s = budget_s
         self._held_max = held_max
         self._spent_s = 0.0  # reads since the last turn that served the deferred ones
-        self._deferred: collections.deque[tuple[Connection, int]] = collections.deque()
+        self._deferred: collections.deque[Connection] = collections.deque()
         self.held = 0  # bytes the deferred connections hold
         self._stalled: list[Connection] | None = None  # while stalled: the connections to read again after
         self._next_scheduled = False
+        # every read goes here first (`Connection.get_buffer`): the loop runs one read at a time
+        self._view = memoryview(bytearray(READ_BYTES))
+
+    def buffer(self, *, small: bool = False) -> memoryview:
+        return self._view[:SMALL_READ_BYTES] if small else self._view
+
+    @property
+    def stalling(self) -> bool:
+        return self._stalled is not None
 
     def spent(self, more_s: float = 0.0) -> bool:
         """Whether this turn's reads, and `more_s` not yet told (`took`), reached the bound."""
@@ -781,13 +816,12 @@ class ReadTurns:
         self._spent_s += seconds
         self._write_share.read(seconds)
 
-    def defer(self, conn: Connection, held: int) -> None:
-        self._deferred.append((conn, held))
-        self.held += held
+    def defer(self, conn: Connection) -> None:
+        conn.counted = conn.buffered
+        self._deferred.append(conn)
+        self.held += conn.counted
         if self._stalled is not None:
-            if not conn.is_stalled:  # light until the stall began: stalled with the rest now
-                conn.stall()
-                self._stalled.append(conn)
+            self.sends_much(conn)
         elif self.held > self._held_max:
             self._stalled = [c for c in self._connections.values() if not c.light]
             for c in self._stalled:
@@ -795,6 +829,18 @@ class ReadTurns:
             log.info("remoting: %d bytes read and not yet served; reading no connection that sends much "
                      "until half are", self.held)
         self._schedule()
+
+    def held_more(self, conn: Connection, nbytes: int) -> None:
+        """A deferred connection read again in its turn (asyncio's loop reads a socket paused in
+        the same turn once more): its bytes are held with the rest."""
+        conn.counted += nbytes
+        self.held += nbytes
+
+    def sends_much(self, conn: Connection) -> None:
+        """A connection light until the stall began sent much: stalled with the rest now."""
+        if self._stalled is not None and not conn.is_stalled:
+            conn.stall()
+            self._stalled.append(conn)
 
     def _schedule(self) -> None:
         """The next turn serves the deferred connections and starts a new count."""
@@ -807,8 +853,9 @@ class ReadTurns:
         self._spent_s = 0.0
         deferred = self._deferred
         while deferred and not self.spent():
-            conn, held = deferred.popleft()
-            self.held -= held
+            conn = deferred.popleft()
+            self.held -= conn.counted
+            conn.counted = 0
             conn.undefer()
         if self._stalled is not None and self.held <= self._held_max // 2:
             # read again the least recently active first, so that the ones the last stalls left

@@ -398,6 +398,43 @@ def test_a_registration_is_answered_while_a_storm_of_lookups_is_served(tmp_path)
         front.stop()
 
 
+def test_a_front_behind_its_clients_holds_at_most_its_bound_of_unserved_bytes(tmp_path):
+    """50 clients each send 1,000 route lookups at once (100 KB each, 5 MB in all), to a front
+    whose bound of bytes read and not yet served is 64 KB: past it every connection that sends
+    much is stalled, its bytes left in the kernel, until half are served, and the connections it
+    still reads (light ones) are read 4 KB at a time. What the front holds so stays near the bound
+    (the bound, the read that crossed it, and a small read of each connection), not the storm's
+    5 MB, and every lookup is answered. Read whole, each light connection's next read added up to
+    1.0 MB held. (The bytes of a connection whose client does not read its answers wait too, by
+    flow control: one read each, as before turns were bounded.)"""
+    from remoting.front import READ_BYTES, SMALL_READ_BYTES, ReadTurns
+    cfg, log = _fleet_log(tmp_path, brokers=10)
+    bound = 64 * 1024
+    f = Front(cfg, log, lambda: log)  # type: ignore[arg-type]
+    f.reads = ReadTurns(f.write_share, f.connections, held_max=bound)
+    front = FrontThread(f)
+    host, port = front.addr.rsplit(":", 1)
+    clients = [socket.create_connection((host, int(port)), timeout=60) for _ in range(50)]
+    held: list[int] = []
+
+    async def sample() -> None:
+        while True:
+            held.append(f.reads.held)  # read past their turn and not yet served
+            await asyncio.sleep(0.005)
+    sampler = asyncio.run_coroutine_threadsafe(sample(), front._loop)
+    try:
+        _send_storm(clients)
+        _storm_answered(clients, time.monotonic())
+        most = bound + READ_BYTES + len(clients) * SMALL_READ_BYTES
+        assert max(held) > bound // 2, "the storm never filled the front's bound: it tests nothing"
+        assert max(held) <= most, f"the front held {max(held):,} bytes unserved (bound {bound:,}, at most {most:,})"
+    finally:
+        sampler.cancel()
+        for sock in clients:
+            sock.close()
+        front.stop()
+
+
 def test_a_connection_the_front_is_not_reading_is_not_closed_as_idle(tmp_path):
     """The idle sweep closes a connection neither read nor written for the idle timeout (1 s
     here), but not one whose client's bytes wait in the kernel while the front does not read it
