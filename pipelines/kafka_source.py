@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +136,14 @@ LOOK_MAX_S = 2.0
 SCAN_FETCH_WAIT_MS = 10
 # The longest stretch before a look's end that is slept rather than polled (`_await_change`).
 LAST_STRETCH_S = 0.1
+# How long a range read's poll waits for the answer of its fetch (which stays in flight after).
+READ_POLL_MS = 500
+# How long a range read's polls bring nothing before it asks whether the records are still there
+# (`_after_empty_poll`, whose look at the log's end seeks, and a seek drops the fetch in flight).
+# Asked after every empty poll, on a loaded host where a fetch's answer came later than a poll
+# waits, every answer was dropped: reads of 2,500 records took 10-20 s, and saw nothing for 5 s
+# and marked outages of a log that was answering (100,000 brokers, by hand, 2026-11-29).
+READ_CHECK_S = 2.0
 # A batch's read of a range fails when none of its records came for this long (the log's broker
 # gone): the job restarts and reads it again.
 READ_STUCK_S = 120.0
@@ -626,6 +634,24 @@ class KafkaStreamReader(DataSourceStreamReader):
         short.clear(partition.partition)
         return nxt
 
+    def _rows(self, records: list[Any], partition: KafkaRange, nxt: int, clock: LogClock,
+              short: ShortLogs) -> Generator[tuple[Any, ...], None, int]:
+        """The range's rows among a poll's `records`, from offset `nxt`; returns the next offset."""
+        for rec in records:
+            if rec.offset < nxt:  # a fetch starts at its batch's base offset
+                continue
+            short.clear(partition.partition)
+            if rec.offset > nxt:  # the log begins later than planned: the retention removed them meanwhile
+                yield self._gone_by_retention(partition.partition, nxt, min(rec.offset, partition.end))
+                nxt = min(rec.offset, partition.end)
+            if rec.offset >= partition.end:
+                break
+            key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
+            received = clock.receive_time(rec.timestamp, partition.partition)
+            yield (partition.partition, rec.offset, received, key, rec.value)
+            nxt = rec.offset + 1
+        return nxt
+
     def _gone_by_retention(self, partition: int, first: int, end: int) -> tuple[Any, ...]:
         """Offsets a batch's read found removed after its plan named what it found gone (`LOST`):
         logged here, and read as a loss row (`batch_context.LOSS_PARTITION`) that the step passes
@@ -681,10 +707,11 @@ class KafkaStreamReader(DataSourceStreamReader):
                         f"{self.topic}[{partition.partition}]: offsets {nxt}..{partition.end} not readable "
                         f"for {READ_STUCK_S:.0f} s (broker gone?)")
                 marked = marked or self._outage.stalled(self.topic, partition.partition, waiting_since)
+                lost = False  # the consumer's position is void (not in the log): it must be set again
                 try:
-                    records = c.poll(timeout_ms=500, max_records=5000).get(tp, [])
+                    records = c.poll(timeout_ms=READ_POLL_MS, max_records=5000).get(tp, [])
                 except OffsetOutOfRangeError:  # not in the log: retention removed it, or the log was wiped
-                    records = []
+                    records, lost = [], True
                 except KafkaError:
                     waiting_since = time.monotonic() if waiting_since is None else waiting_since
                     time.sleep(0.5)
@@ -692,6 +719,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                 waiting_since = None if records else (time.monotonic() if waiting_since is None else waiting_since)
                 if records:
                     progress = time.monotonic()
+                if not records and not lost and time.monotonic() - (waiting_since or 0.0) < READ_CHECK_S:
+                    continue  # its fetch is in flight: a seek (the checks below make one) would drop it
                 if not records:
                     losses: list[tuple[Any, ...]] = []
                     after = self._after_empty_poll(c, tp, partition, nxt, short, losses)
@@ -702,19 +731,7 @@ class KafkaStreamReader(DataSourceStreamReader):
                     nxt = after
                     c.seek(tp, nxt)
                     continue
-                for rec in records:
-                    if rec.offset < nxt:  # a fetch starts at its batch's base offset
-                        continue
-                    short.clear(partition.partition)
-                    if rec.offset > nxt:  # the log begins later than planned: the retention removed them meanwhile
-                        yield self._gone_by_retention(partition.partition, nxt, min(rec.offset, partition.end))
-                        nxt = min(rec.offset, partition.end)
-                    if rec.offset >= partition.end:
-                        break
-                    key = rec.key.decode("utf-8", "replace") if rec.key is not None else None
-                    received = clock.receive_time(rec.timestamp, partition.partition)
-                    yield (partition.partition, rec.offset, received, key, rec.value)
-                    nxt = rec.offset + 1
+                nxt = yield from self._rows(records, partition, nxt, clock, short)
             ok = True
         finally:
             if not ok:  # an error or an abandoned read: start the next one on a fresh connection
