@@ -498,3 +498,64 @@ def test_a_lookup_on_a_quiet_connection_is_answered_while_connections_that_send_
         for sock in heavy:
             sock.close()
         front.stop()
+
+
+def test_a_clients_piled_up_lookups_are_served_ahead_of_brokers_that_send_much(tmp_path):
+    """20 broker connections each pipeline 1,000 heartbeats (writers, about 150 KB each) into a
+    front whose bound of unserved bytes is 64 KB, while a client sends 60 lookups at once (6 KB, not
+    a small read) every 20 ms. Each of the client's batches is answered long before the storm is:
+    a client's connection (it only reads) is never stalled, and deferred it is served ahead of the
+    writers. Stalled and queued with them, a client's lookups piled up unread in the kernel, its
+    next read was large, and it waited behind them again."""
+    import threading
+
+    from remoting.front import ReadTurns
+    cfg, log = _fleet_log(tmp_path, brokers=10)
+    f = Front(cfg, log, lambda: log)  # type: ignore[arg-type]
+    f.reads = ReadTurns(f.write_share, f.connections, held_max=64 * 1024)
+    front = FrontThread(f)
+    host, port = front.addr.rsplit(":", 1)
+    brokers = [socket.create_connection((host, int(port)), timeout=60) for _ in range(20)]
+    beats = 1000
+    storm = b"".join(encode_request(codes.BROKER_HEARTBEAT, i, ext={
+        "clusterName": "C", "brokerName": "broker-with-a-long-name-1", "brokerAddr": "10.0.0.1:10911"})
+        for i in range(beats))
+    batch = b"".join(encode_request(codes.GET_ROUTEINFO_BY_TOPIC, i, ext={"topic": "T1"}) for i in range(60))
+    assert len(batch) > 4096
+    waits: list[tuple[float, float]] = []  # (asked, waited)
+    done = threading.Event()
+
+    def client(sock: socket.socket) -> None:
+        while not done.is_set():
+            asked = time.monotonic()
+            sock.sendall(batch)
+            for _ in range(60):
+                assert decode(_read_answer(sock)).code == codes.SUCCESS
+            waits.append((asked, time.monotonic() - asked))
+            time.sleep(0.02)
+    try:
+        with socket.create_connection((host, int(port)), timeout=60) as quiet:
+            asking = threading.Thread(target=client, args=(quiet,), daemon=True)
+            asking.start()
+            time.sleep(0.2)
+            sent = time.monotonic()
+            for sock in brokers:
+                sock.sendall(storm)
+            from concurrent.futures import ThreadPoolExecutor
+
+            def answered(sock: socket.socket) -> None:
+                for _ in range(beats):
+                    assert decode(_read_answer(sock)).code == codes.SUCCESS
+            with ThreadPoolExecutor(len(brokers)) as pool:
+                list(pool.map(answered, brokers))
+            storm_s = time.monotonic() - sent
+            done.set()
+            asking.join(30)
+        during = [w for asked, w in waits if sent <= asked and asked + w <= sent + storm_s]
+        assert len(during) >= 3, f"{len(during)} batches during a {storm_s:.2f} s storm"
+        assert max(during) < storm_s / 8, f"a client's batch waited {max(during):.2f} s, the storm took {storm_s:.2f} s"
+    finally:
+        done.set()
+        for sock in brokers:
+            sock.close()
+        front.stop()
