@@ -18,6 +18,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from schemas import json_codec
+
 # Fields of a REGISTER_BROKER event that are not what it registers: the producer's claimed time.
 _NOT_REGISTERED = frozenset({"timestamp"})
 # The most bytes one hash update is given. CPython's hash objects let go of the interpreter lock
@@ -42,5 +44,5 @@ def of_request(fields: Mapping[str, str], version: int, body: bytes) -> bytes:
 def of_event(raw: Mapping[str, Any]) -> bytes:
     """A decoded REGISTER_BROKER event's content, for a record that carries no fingerprint."""
     body = {k: v for k, v in raw.items() if k not in _NOT_REGISTERED}
-    return b"e" + hashlib.blake2b(json.dumps(body, sort_keys=True, separators=(",", ":")).encode(),
+    return b"e" + hashlib.blake2b(json_codec.dumps_sorted(body).encode(),
                                   digest_size=16).digest()

@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from schemas import json_codec
+
 # the int64 columns, in this order
 LAST, MAT, STALE, TIMEOUT, REG, FIXED = range(6)
 _INTS = 6
@@ -48,7 +50,7 @@ def header_digest(event: Mapping[str, Any], topic_keys: str) -> str:
     read the body, and refuse it)."""
     header = {k: v for k, v in event.items() if k not in _NOT_HEADER}
     header["topicKeys"] = topic_keys
-    return hashlib.blake2b(json.dumps(header, sort_keys=True, separators=(",", ":")).encode(),
+    return hashlib.blake2b(json_codec.dumps_sorted(header).encode(),
                            digest_size=12).hexdigest()
 
 
@@ -98,7 +100,7 @@ class Outcome:
 
 
 def statics(broker_id: Any, data_version: Mapping[str, int], ha_server_addr: str | None) -> str:
-    return json.dumps([broker_id, data_version, ha_server_addr], sort_keys=True, separators=(",", ":"))
+    return json_codec.dumps_sorted([broker_id, data_version, ha_server_addr])
 
 
 class LiveTable:

@@ -33,6 +33,7 @@ from pipelines import step_rows as out_rows
 from routeinfo import housekeeping
 from routeinfo.state import LiveInfo, live_entry, live_of_entry, live_row
 from schemas import events as ev
+from schemas import json_codec
 from schemas import tables as t
 
 BUCKET_PREFIX = "b"
@@ -312,7 +313,7 @@ class Bucket:
 
 
 def _dump(raw: dict[str, Any]) -> str:
-    return json.dumps(raw, separators=(",", ":"), sort_keys=True)  # as GroupState.to_parts
+    return json_codec.dumps_sorted(raw)  # as GroupState.to_parts
 
 
 def _split_core(core: str) -> tuple[str, bool, list[tuple[tuple[str, str], LiveInfo]]]:

@@ -152,7 +152,7 @@ class GroupState:
     def to_parts(self) -> tuple[str, str]:
         """(core JSON, topic table as stored, `pack_topics`); an untouched topic table is returned
         as it was read."""
-        return json.dumps(self._core(), separators=(",", ":"), sort_keys=True), self._stored_topics()
+        return json_codec.dumps_sorted(self._core()), self._stored_topics()
 
     def signature(self) -> str:
         """Everything the group holds except its live entries' times (`lastUpdateTimestamp`, what
@@ -161,7 +161,7 @@ class GroupState:
         for entry in core["live"]:
             for i in _LIVE_TIMES:
                 entry[i] = None
-        return json.dumps(core, separators=(",", ":"), sort_keys=True) + "\n" + self._stored_topics()
+        return json_codec.dumps_sorted(core) + "\n" + self._stored_topics()
 
     def _stored_topics(self) -> str:
         return self._topics_json if self._topics_json is not None else pack_topics(
