@@ -398,6 +398,17 @@ def test_a_registration_is_answered_while_a_storm_of_lookups_is_served(tmp_path)
         front.stop()
 
 
+def _bounded_front(tmp_path, bound: int) -> tuple[FrontThread, str, str]:  # type: ignore[no-untyped-def]
+    """A front over a 10-broker log whose bound of bytes read and not yet served is `bound`."""
+    from remoting.front import ReadTurns
+    cfg, log = _fleet_log(tmp_path, brokers=10)
+    f = Front(cfg, log, lambda: log)  # type: ignore[arg-type]
+    f.reads = ReadTurns(f.write_share, f.connections, held_max=bound)
+    front = FrontThread(f)
+    host, port = front.addr.rsplit(":", 1)
+    return front, host, port
+
+
 def test_a_front_behind_its_clients_holds_at_most_its_bound_of_unserved_bytes(tmp_path):
     """50 clients each send 1,000 route lookups at once (100 KB each, 5 MB in all), to a front
     whose bound of bytes read and not yet served is 64 KB: past it every connection that sends
@@ -407,19 +418,16 @@ def test_a_front_behind_its_clients_holds_at_most_its_bound_of_unserved_bytes(tm
     5 MB, and every lookup is answered. Read whole, each light connection's next read added up to
     1.0 MB held. (The bytes of a connection whose client does not read its answers wait too, by
     flow control: one read each, as before turns were bounded.)"""
-    from remoting.front import READ_BYTES, SMALL_READ_BYTES, ReadTurns
-    cfg, log = _fleet_log(tmp_path, brokers=10)
+    from remoting.front import READ_BYTES, SMALL_READ_BYTES
     bound = 64 * 1024
-    f = Front(cfg, log, lambda: log)  # type: ignore[arg-type]
-    f.reads = ReadTurns(f.write_share, f.connections, held_max=bound)
-    front = FrontThread(f)
-    host, port = front.addr.rsplit(":", 1)
+    front, host, port = _bounded_front(tmp_path, bound)
+    reads = front.front.reads
     clients = [socket.create_connection((host, int(port)), timeout=60) for _ in range(50)]
     held: list[int] = []
 
     async def sample() -> None:
         while True:
-            held.append(f.reads.held)  # read past their turn and not yet served
+            held.append(reads.held)  # read past their turn and not yet served
             await asyncio.sleep(0.005)
     sampler = asyncio.run_coroutine_threadsafe(sample(), front._loop)
     try:
@@ -475,12 +483,7 @@ def test_a_lookup_on_a_quiet_connection_is_answered_while_connections_that_send_
     each pipeline 1,000 lookups (100 KB) into a front whose bound of unserved bytes is 64 KB, the
     quiet client's lookup is answered long before the storm is. Stalled with the rest, the
     clients' lookups in a 10,000 x 100 registration wave waited seconds (p50 3.2 s)."""
-    from remoting.front import ReadTurns
-    cfg, log = _fleet_log(tmp_path, brokers=10)
-    f = Front(cfg, log, lambda: log)  # type: ignore[arg-type]
-    f.reads = ReadTurns(f.write_share, f.connections, held_max=64 * 1024)
-    front = FrontThread(f)
-    host, port = front.addr.rsplit(":", 1)
+    front, host, port = _bounded_front(tmp_path, 64 * 1024)
     heavy = [socket.create_connection((host, int(port)), timeout=60) for _ in range(50)]
     try:
         with socket.create_connection((host, int(port)), timeout=60) as quiet:
@@ -509,12 +512,7 @@ def test_a_clients_piled_up_lookups_are_served_ahead_of_brokers_that_send_much(t
     next read was large, and it waited behind them again."""
     import threading
 
-    from remoting.front import ReadTurns
-    cfg, log = _fleet_log(tmp_path, brokers=10)
-    f = Front(cfg, log, lambda: log)  # type: ignore[arg-type]
-    f.reads = ReadTurns(f.write_share, f.connections, held_max=64 * 1024)
-    front = FrontThread(f)
-    host, port = front.addr.rsplit(":", 1)
+    front, host, port = _bounded_front(tmp_path, 64 * 1024)
     brokers = [socket.create_connection((host, int(port)), timeout=60) for _ in range(20)]
     beats = 1000
     storm = b"".join(encode_request(codes.BROKER_HEARTBEAT, i, ext={
