@@ -678,9 +678,10 @@ class KafkaStreamReader(DataSourceStreamReader):
                 yield from partition.context.rows()
             began = time.monotonic()
             yield from self._read_range(partition)
-            if time.monotonic() - began > SLOW_READ_S:
+            took = time.monotonic() - began
+            if took > SLOW_READ_S:
                 log.warning("%s[%d]: offsets %d..%d read in %.1f s", self.topic, partition.partition,
-                            partition.start, partition.end, time.monotonic() - began)
+                            partition.start, partition.end, took)
 
     def _read_range(self, partition: KafkaRange) -> Iterator[tuple[Any, ...]]:
         from kafka import TopicPartition
@@ -698,11 +699,10 @@ class KafkaStreamReader(DataSourceStreamReader):
             # that long: a range is read as fast as the task consumes its rows, and at 100,000
             # brokers a read of 2,500 registrations that went on coming failed at 120 s, which
             # restarted the job (by hand, 2026-11-29).
-            progress = time.monotonic()
             waiting_since: float | None = None  # since when polls bring none of the planned records
             marked = False  # this read marked an outage
             while nxt < partition.end:
-                if time.monotonic() - progress > READ_STUCK_S:
+                if waiting_since is not None and time.monotonic() - waiting_since > READ_STUCK_S:
                     raise RuntimeError(
                         f"{self.topic}[{partition.partition}]: offsets {nxt}..{partition.end} not readable "
                         f"for {READ_STUCK_S:.0f} s (broker gone?)")
@@ -716,22 +716,21 @@ class KafkaStreamReader(DataSourceStreamReader):
                     waiting_since = time.monotonic() if waiting_since is None else waiting_since
                     time.sleep(0.5)
                     continue
-                waiting_since = None if records else (time.monotonic() if waiting_since is None else waiting_since)
                 if records:
-                    progress = time.monotonic()
-                if not records and not lost and time.monotonic() - (waiting_since or 0.0) < READ_CHECK_S:
-                    continue  # its fetch is in flight: a seek (the checks below make one) would drop it
-                if not records:
-                    losses: list[tuple[Any, ...]] = []
-                    after = self._after_empty_poll(c, tp, partition, nxt, short, losses)
-                    yield from losses
-                    if after is None:
-                        ok = True
-                        return
-                    nxt = after
-                    c.seek(tp, nxt)
+                    waiting_since = None
+                    nxt = yield from self._rows(records, partition, nxt, clock, short)
                     continue
-                nxt = yield from self._rows(records, partition, nxt, clock, short)
+                waiting_since = time.monotonic() if waiting_since is None else waiting_since
+                if not lost and time.monotonic() - waiting_since < READ_CHECK_S:
+                    continue  # its fetch is in flight: a seek (the checks below make one) would drop it
+                losses: list[tuple[Any, ...]] = []
+                after = self._after_empty_poll(c, tp, partition, nxt, short, losses)
+                yield from losses
+                if after is None:
+                    ok = True
+                    return
+                nxt = after
+                c.seek(tp, nxt)
             ok = True
         finally:
             if not ok:  # an error or an abandoned read: start the next one on a fresh connection

@@ -349,25 +349,28 @@ def test_the_writes_a_turn_starts_grow_with_the_time_its_reads_took():
 STORM = 1000  # route lookups each storming connection pipelines at once (about 100 KB)
 
 
-def _send_storm(socks: list[socket.socket]) -> None:
-    storm = b"".join(encode_request(codes.GET_ROUTEINFO_BY_TOPIC, i, ext={"topic": f"absent-{i}"})
-                     for i in range(STORM))
+def _send_storm(socks: list[socket.socket], storm: bytes | None = None) -> None:
+    """`storm` (by default STORM lookups of absent topics) sent on each connection at once."""
+    if storm is None:
+        storm = b"".join(encode_request(codes.GET_ROUTEINFO_BY_TOPIC, i, ext={"topic": f"absent-{i}"})
+                         for i in range(STORM))
     for sock in socks:
         sock.sendall(storm)
 
 
-def _storm_answered(socks: list[socket.socket], sent: float) -> float:
-    """Seconds from `sent` until every storming connection had all its answers, each TOPIC_NOT_EXIST.
+def _storm_answered(socks: list[socket.socket], sent: float, count: int = STORM,
+                    code: int = codes.TOPIC_NOT_EXIST) -> float:
+    """Seconds from `sent` until every storming connection had its `count` answers, each `code`.
     Each connection is read on a thread of its own, as its own client reads it: read one after
     another, the others' answers filled their sockets and the front held their requests back by
     flow control, a wait of another kind."""
     from concurrent.futures import ThreadPoolExecutor
 
     def answers(sock: socket.socket) -> list[int]:
-        return [decode(_read_answer(sock)).code for _ in range(STORM)]
+        return [decode(_read_answer(sock)).code for _ in range(count)]
     with ThreadPoolExecutor(len(socks)) as pool:
         codes_read = [c for got in pool.map(answers, socks) for c in got]
-    assert codes_read == [codes.TOPIC_NOT_EXIST] * (STORM * len(socks))
+    assert codes_read == [code] * (count * len(socks))
     return time.monotonic() - sent
 
 
@@ -537,16 +540,8 @@ def test_a_clients_piled_up_lookups_are_served_ahead_of_brokers_that_send_much(t
             asking.start()
             time.sleep(0.2)
             sent = time.monotonic()
-            for sock in brokers:
-                sock.sendall(storm)
-            from concurrent.futures import ThreadPoolExecutor
-
-            def answered(sock: socket.socket) -> None:
-                for _ in range(beats):
-                    assert decode(_read_answer(sock)).code == codes.SUCCESS
-            with ThreadPoolExecutor(len(brokers)) as pool:
-                list(pool.map(answered, brokers))
-            storm_s = time.monotonic() - sent
+            _send_storm(brokers, storm)
+            storm_s = _storm_answered(brokers, sent, beats, codes.SUCCESS)
             done.set()
             asking.join(30)
         during = [w for asked, w in waits if sent <= asked and asked + w <= sent + storm_s]
