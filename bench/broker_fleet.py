@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -47,6 +48,12 @@ FAILURES_KEPT = 20  # refusals kept as examples (a saturated side refuses millio
 REGISTER_TIMEOUT_S = 24.0  # registerBrokerTimeoutMills: how long a broker waits for an answer
 BROKERS_PER_CLIENT = 10
 MAX_CONNECTIONS = 15_000  # of 20,000 files a process may open here (see the module's docstring)
+# A broker connection's kernel send buffer (SO_SNDBUF, doubled by the kernel). What a broker sends a
+# NameServer that does not read it waits on the broker's own host; here the fleet shares the host
+# with the side under test, and autotuned (up to 4 MiB a connection on loopback) its 15,000
+# connections' unsent registrations would fill the host's TCP memory, which both share ('TCP: out
+# of memory' and a reset of Spark's local socket, 2026-11-29). The rest waits in the fleet's process.
+SEND_BUFFER_BYTES = 16 * 1024
 CLUSTER = "VsCluster"
 
 
@@ -219,7 +226,9 @@ class BrokerFleet:
         host, _, port = self.addr.rpartition(":")
         conns: list[Conn] = []
         for _ in range(self.broker_conns):
-            _, proto = await self._loop.create_connection(lambda: Conn(self._answered, self.stats.fail), host, int(port))
+            transport, proto = await self._loop.create_connection(lambda: Conn(self._answered, self.stats.fail),
+                                                                   host, int(port))
+            transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
             conns.append(proto)
         self._bconns = conns
         self._wave_done = asyncio.Event()

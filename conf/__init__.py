@@ -206,6 +206,13 @@ class Config:
         "NAMESRV_REMOTING_HEARTBEAT_COALESCE_MS", 1000,
         "heartbeats of one broker are forwarded at most once per window (the newest, with its receive time)",
         positive=True)
+    remoting_socket_rcvbuf: int = setting(
+        "NAMESRV_REMOTING_SOCKET_RCVBUF", 16384,
+        "bytes of a remoting connection's unread requests the kernel holds, at most (SO_RCVBUF: the kernel doubles it "
+        "for its bookkeeping, caps it at net.core.rmem_max); a front behind its fleet stops reading the connections "
+        "that send much, and this bounds what each holds of the host's TCP memory meanwhile (docs/performance.md). "
+        "0 = the kernel's autotuning, as RocketMQ's NameServer, which never stops reading; else at least 4096",
+        maximum=16 * 1024 * 1024)
     refresh_interval_ms: int = setting("NAMESRV_REFRESH_INTERVAL_MS", 200,
                                        "how often the server reads the job's progress record for a newer snapshot. On a "
                                        "local warehouse the kernel wakes it as soon as the job or the cut builder rewrites "

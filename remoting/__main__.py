@@ -28,6 +28,7 @@ from snapshots.store import SnapshotStore
 log = logging.getLogger("namesrv.remoting")
 # A write to an unreachable Kafka fails after this long: under mqadmin's 5 s request timeout.
 PUBLISH_CONNECT_TIMEOUT_MS = 3000
+MIN_SOCKET_RCVBUF = 4096
 # What a front imports as it starts, beyond this module's imports (`preload`).
 PRELOADED = ("eventlog.journal", "eventlog.publisher", "snapshots.cutbuilder", "snapshots.mapped")
 
@@ -40,6 +41,9 @@ def configuration_problem(cfg: Config) -> str | None:
         return f"NAMESRV_REMOTING_BROKER_NETWORKS: {exc}"
     if bool(cfg.remoting_access_key) != bool(cfg.remoting_secret_key):
         return "NAMESRV_REMOTING_ACCESS_KEY and NAMESRV_REMOTING_SECRET_KEY must be set together (or neither)"
+    if 0 < cfg.remoting_socket_rcvbuf < MIN_SOCKET_RCVBUF:
+        return (f"NAMESRV_REMOTING_SOCKET_RCVBUF={cfg.remoting_socket_rcvbuf}: 0 (the kernel's autotuning) or at least "
+                f"{MIN_SOCKET_RCVBUF} bytes (a route lookup's request and more)")
     return None
 
 

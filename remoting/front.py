@@ -24,6 +24,7 @@ import fcntl
 import functools
 import itertools
 import logging
+import socket
 import struct
 import termios
 import time
@@ -381,7 +382,14 @@ class Front:
         (SO_REUSEPORT: the kernel spreads new connections over their sockets, `remoting.processes`)."""
         loop = asyncio.get_running_loop()
         server = await loop.create_server(self.protocol, host, port, backlog=1024, reuse_address=True,
-                                          reuse_port=reuse_port)
+                                          reuse_port=reuse_port, start_serving=False)
+        if self.cfg.remoting_socket_rcvbuf:
+            # on the listening socket, before it accepts: an accepted connection takes its buffer
+            # sizes (and the window it offers in its handshake) from it
+            for sock in server.sockets:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.cfg.remoting_socket_rcvbuf)
+                _check_rcvbuf(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF), self.cfg.remoting_socket_rcvbuf)
+        await server.start_serving()
         self._pipeline.start()  # connects on the publishing thread, first
         self._spawn(self._sweep())
         self._spawn(self._pipeline.forward_every(self.cfg.remoting_heartbeat_coalesce_ms / 1000, self._signals))
@@ -926,6 +934,18 @@ WriteHandler = Callable[[Connection, Command], Awaitable[Reply]]
 def _address(cmd: Command) -> tuple[str, str]:
     """(clusterName, brokerAddr) of a broker request: what a connection's registrations are kept by."""
     return cmd.ext.get("clusterName") or "", cmd.ext.get("brokerAddr") or ""
+
+
+def _check_rcvbuf(effective: int, asked: int) -> None:
+    """Log what the kernel made of NAMESRV_REMOTING_SOCKET_RCVBUF: Linux doubles it, and caps it
+    at net.core.rmem_max without a word, which would leave a larger bound than the one asked for
+    unsaid (and a smaller one than the operator tuned for)."""
+    if effective < 2 * asked:
+        log.warning("NAMESRV_REMOTING_SOCKET_RCVBUF=%d: the kernel gave the remoting connections %d bytes of receive "
+                    "buffer (net.core.rmem_max caps it; raise it, or this setting)", asked, effective)
+    else:
+        log.info("remoting connections' receive buffers: %d bytes each (NAMESRV_REMOTING_SOCKET_RCVBUF=%d)",
+                 effective, asked)
 
 
 def _unread_bytes(transport: asyncio.Transport | None) -> int:

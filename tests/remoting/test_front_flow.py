@@ -446,15 +446,23 @@ def test_a_front_behind_its_clients_holds_at_most_its_bound_of_unserved_bytes(tm
         front.stop()
 
 
-def test_a_connection_the_front_is_not_reading_is_not_closed_as_idle(tmp_path):
-    """The idle sweep closes a connection neither read nor written for the idle timeout (1 s
+def test_a_connection_the_front_is_not_reading_is_not_closed_as_idle_and_holds_its_receive_buffer_at_most(tmp_path):
+    """The idle sweep closes a connection neither read nor written for the idle timeout (0.5 s
     here), but not one whose client's bytes wait in the kernel while the front does not read it
     (stalled here, as when the front is behind): Netty would have read them. Swept as idle,
     12,193 of a 100,000-broker fleet's 15,000 connections were closed and their brokers
-    unregistered. Once read again, the stalled one's lookup, sent while it waited, is answered."""
+    unregistered.
+
+    Meanwhile the kernel holds at most NAMESRV_REMOTING_SOCKET_RCVBUF (doubled, for its
+    bookkeeping) of what the stalled client sent; the rest waits on the client's side, and once
+    the connection is read again every request is answered. Autotuned, it held 128 KB of this
+    test's 200 KB (net.ipv4.tcp_rmem's default, growing up to its maximum), and 13,636 stalled
+    broker connections filled the host's TCP memory ('TCP: out of memory'): a reset of Spark's
+    local socket restarted the job."""
+    from remoting.front import _unread_bytes
     cfg, log = _fleet_log(tmp_path, brokers=10)
     f = Front(cfg, log, lambda: log)  # type: ignore[arg-type]
-    f.idle_timeout_s = 1.0
+    f.idle_timeout_s = 0.5
     front = FrontThread(f)
     host, port = front.addr.rsplit(":", 1)
 
@@ -463,19 +471,25 @@ def test_a_connection_the_front_is_not_reading_is_not_closed_as_idle(tmp_path):
 
     def run(fn):  # type: ignore[no-untyped-def]
         return asyncio.run_coroutine_threadsafe(on_loop(fn), front._loop).result(10)
+    lookups = 2000
+    storm = b"".join(encode_request(codes.GET_ROUTEINFO_BY_TOPIC, i, ext={"topic": f"absent-{i}"})
+                     for i in range(lookups))
+    assert len(storm) > 6 * cfg.remoting_socket_rcvbuf
     try:
-        with socket.create_connection((host, int(port)), timeout=10) as waiting, \
-                socket.create_connection((host, int(port)), timeout=10) as idle:
-            time.sleep(0.2)
+        with socket.create_connection((host, int(port)), timeout=30) as waiting, \
+                socket.create_connection((host, int(port)), timeout=30) as idle:
+            time.sleep(0.1)
             conns = run(lambda: sorted(f.connections.values(), key=lambda c: c.ident))
             assert len(conns) == 2
             run(conns[0].stall)  # the front behind: it reads this one no more for now
-            waiting.sendall(encode_request(codes.GET_ROUTEINFO_BY_TOPIC, 5, ext={"topic": "T3"}))
-            time.sleep(3.0)  # three idle timeouts
+            waiting.sendall(storm)  # into the client's send buffer (autotuned: megabytes)
+            time.sleep(1.5)  # three idle timeouts
             assert idle.recv(1) == b"", "the idle connection was not closed"
+            unread = run(lambda: _unread_bytes(conns[0].transport))
+            assert 0 < unread <= 2 * cfg.remoting_socket_rcvbuf, \
+                f"{unread:,} bytes unread in the kernel (NAMESRV_REMOTING_SOCKET_RCVBUF={cfg.remoting_socket_rcvbuf:,})"
             run(conns[0].unstall)
-            route = decode(_read_answer(waiting))
-            assert (route.opaque, route.code) == (5, codes.SUCCESS)
+            _storm_answered([waiting], time.monotonic(), lookups)
     finally:
         front.stop()
 

@@ -163,6 +163,9 @@ def test_remoting_settings_are_checked_by_variable():
     assert "NAMESRV_REMOTING_BROKER_NETWORKS" in (configuration_problem(bad) or "")
     half = load_config({"NAMESRV_REMOTING_ACCESS_KEY": "ak"})
     assert "set together" in (configuration_problem(half) or "")
+    tiny = load_config({"NAMESRV_REMOTING_SOCKET_RCVBUF": "100"})
+    assert "NAMESRV_REMOTING_SOCKET_RCVBUF=100" in (configuration_problem(tiny) or "")
+    assert configuration_problem(load_config({"NAMESRV_REMOTING_SOCKET_RCVBUF": "0"})) is None
 
 
 def _header(raw: bytes):
