@@ -37,6 +37,10 @@ from schemas.metrics import JobMetrics
 log = logging.getLogger("namesrv.job")
 QUERY_NAME = "namesrv-routes"
 HEAP_POLL_S = 5.0  # how often the heap watch looks for a completed batch (one call into the JVM)
+# A batch that took this long is logged with where its time went (Spark's durationMs): the sink's
+# own line says only its part, and at 100,000 brokers batches came 25-50 s apart, 3-15 s of each in
+# the sink (by hand, 2026-11-30).
+SLOW_BATCH_MS = 10_000
 # What the step and the source import on an executor (pickled by reference, so shipped as code).
 EXECUTOR_PACKAGES = ("conf", "schemas", "routeinfo", "liveness", "eventlog", "pipelines")
 
@@ -163,6 +167,9 @@ def watch_heap(query: Any, watch: sizing.HeapWatch, metrics: JobMetrics, poll_s:
         if progress is None or progress.get("batchId") == seen:
             continue
         seen = progress.get("batchId")
+        slow = slow_batch(progress)
+        if slow is not None:
+            log.info("%s", slow, extra={"batchId": seen})
         state = sizing.state_of_progress(progress)
         if state is None:
             continue
@@ -171,6 +178,23 @@ def watch_heap(query: Any, watch: sizing.HeapWatch, metrics: JobMetrics, poll_s:
         metrics.driver_heap.labels("needed").set(pressure.needed)
         if pressure.warn:
             log.warning("%s", watch.message(pressure), extra={"batchId": seen})
+
+
+def slow_batch(progress: dict[str, Any], slow_ms: int = SLOW_BATCH_MS) -> str | None:
+    """What a batch that took `slow_ms` or more spent its time on, from its progress (Spark's
+    `durationMs` parts, largest first, and its stateful operators' update and commit times); None
+    for a faster one."""
+    durations = progress.get("durationMs") or {}
+    total = durations.get("triggerExecution") or 0
+    if total < slow_ms:
+        return None
+    parts = ", ".join(f"{k} {v}" for k, v in sorted(durations.items(), key=lambda kv: -kv[1])
+                      if k != "triggerExecution" and v)
+    ops = "; ".join(f"state rows {op.get('numRowsTotal')}, updated {op.get('numRowsUpdated')} in "
+                    f"{op.get('allUpdatesTimeMs')} ms, committed in {op.get('commitTimeMs')} ms"
+                    for op in progress.get("stateOperators") or [])
+    return (f"batch {progress.get('batchId')} took {total} ms ({progress.get('numInputRows')} input rows): {parts}"
+            + (f"; {ops}" if ops else ""))
 
 
 def _cluster_conf(cfg: Config) -> dict[str, str]:

@@ -7,14 +7,13 @@ blueprints, the notebooks and the remoting front all answer through these functi
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from routeinfo.snapshot import Snapshot
 from schemas import events as ev
-from schemas import fields
+from schemas import fields, json_codec
 
 Body = bytes | memoryview  # a body as the remoting front writes it: a view of the cut file, or bytes
 
@@ -22,7 +21,8 @@ SYNC_BROKER_MEMBER_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
 
 
 def topic_route(snap: Snapshot, topic: str, *, zone: str | None = None) -> dict[str, Any] | None:
-    """TopicRouteData (§6.1, §6.2, §6.4), or None when RocketMQ would answer TOPIC_NOT_EXIST.
+    """TopicRouteData (§6.1, §6.2, §6.4), or None when RocketMQ would answer TOPIC_NOT_EXIST: the
+    caller's to change (its BrokerDatas are copies, not the cut's).
 
     Found only if the topic has queue data and at least one of its brokers has a BrokerData.
     `zone` applies the ZoneRouteRPCHook filter (client zone mode on, zone name set). A cut served
@@ -30,11 +30,21 @@ def topic_route(snap: Snapshot, topic: str, *, zone: str | None = None) -> dict[
     """
     if snap.cut is not None:
         return _decoded_route(snap.cut.route_body(topic), zone)
+    return _route(snap, topic, zone, owned=True)
+
+
+def _route(snap: Snapshot, topic: str, zone: str | None, *, owned: bool) -> dict[str, Any] | None:
+    """`topic_route` over the cut's rows; `owned` False: its BrokerDatas are the cut's own objects,
+    for a caller that only encodes it (`route_body`). A system topic's route names every broker:
+    at 100,000 brokers it took 1.5 s with a deep copy of each, 0.6 s with a copy of each, 0.1 s
+    with none (by hand). The acting-master rewrite, the one change to a group, replaces the groups
+    it changes by copies either way."""
     queue_datas = snap.topics.get(topic)
     if not queue_datas:
         return None
-    broker_datas = [copy.deepcopy(snap.brokers[q["brokerName"]]) for q in queue_datas
-                    if q["brokerName"] in snap.brokers]
+    brokers = snap.brokers
+    broker_datas = [_copied(brokers[q["brokerName"]]) if owned else brokers[q["brokerName"]] for q in queue_datas
+                    if q["brokerName"] in brokers]
     if not broker_datas:
         return None
     filter_table: dict[str, list[str]] = {}
@@ -43,7 +53,7 @@ def topic_route(snap: Snapshot, topic: str, *, zone: str | None = None) -> dict[
             for addr in bd["brokerAddrs"].values():
                 servers = snap.filters.get((bd["cluster"], addr))
                 if servers is not None:
-                    filter_table[addr] = servers
+                    filter_table[addr] = list(servers) if owned else servers
     route: dict[str, Any] = {"brokerDatas": broker_datas, "filterServerTable": filter_table,
                              "queueDatas": [dict(q) for q in queue_datas]}
     if snap.switches["supportActingMaster"] and not topic.startswith(SYNC_BROKER_MEMBER_PREFIX):
@@ -55,6 +65,12 @@ def topic_route(snap: Snapshot, topic: str, *, zone: str | None = None) -> dict[
     if zone:
         _zone_filter(route, zone)
     return route
+
+
+def _copied(broker_data: dict[str, Any]) -> dict[str, Any]:
+    """A BrokerData's copy, its one nested table (brokerAddrs) copied too: `copy.deepcopy`'s
+    result at a tenth of its cost."""
+    return {**broker_data, "brokerAddrs": dict(broker_data["brokerAddrs"])}
 
 
 def _decoded_route(body: memoryview | None, zone: str | None) -> dict[str, Any] | None:
@@ -71,8 +87,10 @@ def _decoded_route(body: memoryview | None, zone: str | None) -> dict[str, Any] 
 def encode_body(value: Any) -> bytes:
     """A response body as every remote answer is encoded here: standard JSON, sorted keys,
     compact, escaped as fastjson2 escapes (RocketMQ 5.4 and later): non-ASCII, DEL, U+2028/2029
-    and `/` as they are, control characters as `\b \f \n \r \t` or lower-case `\u001f`."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    and `/` as they are, control characters as `\b \f \n \r \t` or lower-case `\u001f`. The
+    standard library's bytes (`json.dumps(sort_keys=True, ensure_ascii=False)`), written by orjson
+    where the two agree (`json_codec.dumps_sorted_utf8`)."""
+    return json_codec.dumps_sorted_utf8(value)
 
 
 def cached_route_body(snap: Snapshot, topic: str) -> bytes | None:
@@ -96,7 +114,7 @@ def route_body(snap: Snapshot, topic: str) -> bytes | None:
         return None if view is None else bytes(view)
     body = snap.route_bodies.get(topic)
     if body is None:
-        route = topic_route(snap, topic)
+        route = _route(snap, topic, None, owned=False)
         if route is None:
             return None
         body = encode_body(route)
@@ -115,13 +133,15 @@ def _acting_master_rewrite(route: dict[str, Any]) -> None:
     if all("0" in bd["brokerAddrs"] for bd in route["brokerDatas"]):
         return
     perms = {q["brokerName"]: q["perm"] for q in route["queueDatas"]}
-    for bd in route["brokerDatas"]:
+    datas = route["brokerDatas"]
+    for i, bd in enumerate(datas):
         addrs = bd["brokerAddrs"]
         if addrs and "0" not in addrs and bd["enableActingMaster"]:
             perm = perms.get(bd["brokerName"])
             if perm is not None and not perm & fields.PERM_WRITE:
-                smallest = min(addrs, key=int)
-                addrs["0"] = addrs.pop(smallest)
+                addrs = dict(addrs)  # the cut's group stays as it is
+                addrs["0"] = addrs.pop(min(addrs, key=int))
+                datas[i] = {**bd, "brokerAddrs": addrs}
 
 
 def _zone_filter(route: dict[str, Any], zone: str) -> None:

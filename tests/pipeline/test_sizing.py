@@ -161,6 +161,20 @@ def test_the_state_of_a_progress_sums_its_state_operators():
     assert sizing.state_of_progress({"stateOperators": [{"memoryUsedBytes": 5}, {"memoryUsedBytes": 7}]}) == 12
 
 
+def test_a_slow_batch_is_told_with_where_its_time_went():
+    from pipelines.job import slow_batch
+    progress = {"batchId": 23, "numInputRows": 5000,
+                "durationMs": {"triggerExecution": 41_000, "addBatch": 30_000, "latestOffset": 9_000, "walCommit": 0,
+                               "queryPlanning": 2_000},
+                "stateOperators": [{"numRowsTotal": 32, "numRowsUpdated": 30, "allUpdatesTimeMs": 12_000,
+                                    "commitTimeMs": 800}]}
+    said = slow_batch(progress)
+    assert said == ("batch 23 took 41000 ms (5000 input rows): addBatch 30000, latestOffset 9000, queryPlanning 2000; "
+                    "state rows 32, updated 30 in 12000 ms, committed in 800 ms")
+    assert slow_batch({**progress, "durationMs": {"triggerExecution": 9_999, "addBatch": 9_000}}) is None
+    assert slow_batch({"batchId": 1}) is None
+
+
 def test_the_fleet_is_read_from_the_newest_cut_of_a_real_warehouse(tmp_path):
     """The sink writes the cut (no Spark); the reader counts its rows from the Delta log alone."""
     from tests.delta_history import SinkDriver

@@ -185,6 +185,10 @@ def test_the_file_holds_the_route_before_the_zone_filter_with_acting_master_and_
         zones = {bd.get("zoneName") for bd in route("Shared-1")["brokerDatas"]}
         assert {"z0", "z1"} <= zones  # both zones: the client's zone is applied at request time
         assert cf.route_body("OnAGhost") is None and "OnAGhost" in cf  # listed, but TOPIC_NOT_EXIST
+    # the rewrite changed a copy: routes share the cut's BrokerDatas
+    assert snap.brokers["broker-0"]["brokerAddrs"] == {"1": "10.0.0.2:10911", "2": "10.0.0.3:10911"}
+    assert route_reads.topic_route(snap, "T-0-0")["brokerDatas"][0]["brokerAddrs"] == acting  # type: ignore[index]
+    assert snap.brokers["broker-0"]["brokerAddrs"] == {"1": "10.0.0.2:10911", "2": "10.0.0.3:10911"}
 
 
 def test_the_empty_cut(tmp_path: Path) -> None:
