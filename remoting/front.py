@@ -136,6 +136,7 @@ class Connection(asyncio.BufferedProtocol):
     _deferred: bool = False  # read after its turn's reads were spent: its bytes wait in _buf for the next
     _stalled: bool = False  # not read while the front holds too many bytes unserved (`ReadTurns`)
     counted: int = 0  # while deferred: the bytes of _buf ReadTurns counts as held
+    held_as_reader: bool = False  # ... in the clients' lane (`ReadTurns`)
     light: bool = False  # its last read was small (SMALL_READ_BYTES) and all served: it is never stalled
     # it sent a write or a liveness signal (a broker's, an admin's): a client's connection, which
     # only reads, is never stalled, and is served ahead of these when deferred (`ReadTurns`)
@@ -795,24 +796,27 @@ class ReadTurns:
     READ_TURN_S of reads, and the loop's timers, the writes it starts (`WriteShare`, told the
     reads' time) and the answers of writes whose cut came run at least that often, however many
     sockets have bytes. A front that stays behind would hold a read of every connection so: past
-    HELD_BYTES of them, every writer (`Connection.writer`) but those whose last read was small is
-    stalled (not read, its bytes left in the kernel) until the deferred ones are served down to
-    half of it, and the connections still read are read SMALL_READ_BYTES at a time. A client's
+    HELD_BYTES of them, with the writers' (`Connection.writer`) over half of it, every writer but
+    those whose last read was small is stalled (not read, its bytes left in the kernel) until the
+    writers' are served down to half of it; past HELD_BYTES, the connections still read are read
+    SMALL_READ_BYTES at a time. A client's
     connection (it only reads) is never stalled, and deferred it is served ahead of the writers:
     stalled with them, a client's lookups piled up unread, its next read was large, and it waited
     behind the wave's registrations again (the bench at 100,000 brokers, 2026-11-29: lookups after
-    the wave p50 220 s)."""
+    the wave p50 220 s). While both lanes wait, each is served within half the bound."""
 
     def __init__(self, write_share: WriteShare, connections: dict[int, Connection],
                  budget_s: float = READ_TURN_S, held_max: int = HELD_BYTES) -> None:
         self._write_share = write_share
         self._connections = connections
         self._budget_s = budget_s
+        self._limit_s = budget_s  # what `spent` compares with: half the bound for each lane of a shared turn
         self._held_max = held_max
         self._spent_s = 0.0  # reads since the last turn that served the deferred ones
         self._deferred: collections.deque[Connection] = collections.deque()  # writers' (`Connection.writer`)
         self._readers: collections.deque[Connection] = collections.deque()  # clients', served first
         self.held = 0  # bytes the deferred connections hold
+        self._readers_held = 0  # of which the clients' (never stalled: they do not keep a stall on)
         self._stalled: list[Connection] | None = None  # while stalled: the connections to read again after
         self._next_scheduled = False
         # every read goes here first (`Connection.get_buffer`): the loop runs one read at a time
@@ -823,11 +827,13 @@ class ReadTurns:
 
     @property
     def stalling(self) -> bool:
-        return self._stalled is not None
+        """Reads are small (SMALL_READ_BYTES): the writers are stalled, or what the clients'
+        connections hold took the held bytes past the bound (they are never stalled)."""
+        return self._stalled is not None or self.held > self._held_max
 
     def spent(self, more_s: float = 0.0) -> bool:
         """Whether this turn's reads, and `more_s` not yet told (`took`), reached the bound."""
-        return self._spent_s + more_s >= self._budget_s
+        return self._spent_s + more_s >= self._limit_s
 
     def took(self, seconds: float) -> None:
         """Reads are counted from the last deferred ones' turn, not reset every turn: a callback
@@ -839,14 +845,19 @@ class ReadTurns:
         conn.counted = conn.buffered
         (self._deferred if conn.writer else self._readers).append(conn)
         self.held += conn.counted
+        if not conn.writer:
+            self._readers_held += conn.counted
+            conn.held_as_reader = True
         if self._stalled is not None:
             self.sends_much(conn)
-        elif self.held > self._held_max:
+        elif self.held > self._held_max and self.held - self._readers_held > self._held_max // 2:
+            # the writers' bytes are what a stall bounds: stalled for the clients' (which are read on,
+            # and which kept the count up), the writers were read again and stalled at once, unserved
             self._stalled = [c for c in self._connections.values() if c.writer and not c.light]
             for c in self._stalled:
                 c.stall()
-            log.info("remoting: %d bytes read and not yet served; reading no connection that sends much "
-                     "until half are", self.held)
+            log.info("remoting: %d bytes read and not yet served (%d of them clients'); reading no connection "
+                     "that sends much until the rest are half the bound", self.held, self._readers_held)
         self._schedule()
 
     def held_more(self, conn: Connection, nbytes: int) -> None:
@@ -854,6 +865,8 @@ class ReadTurns:
         the same turn once more): its bytes are held with the rest."""
         conn.counted += nbytes
         self.held += nbytes
+        if conn.held_as_reader:
+            self._readers_held += nbytes
 
     def sends_much(self, conn: Connection) -> None:
         """A writer light until the stall began sent much: stalled with the rest now."""
@@ -870,11 +883,23 @@ class ReadTurns:
     def _next_turn(self) -> None:
         self._next_scheduled = False
         self._spent_s = 0.0
-        # the clients' first (lookups: cheap, and waited for), then at least one writer, so that
-        # neither a lookup storm nor a registration wave holds the other back for long
-        self._serve(self._readers)
-        self._serve(self._deferred, at_least=1)
-        if self._stalled is not None and self.held <= self._held_max // 2:
+        # the clients' first (lookups: cheap, and waited for), then the writers; while both wait,
+        # each within half the bound, so that neither a lookup storm nor a registration wave holds
+        # the other back. Served to the whole bound, the clients left the writers one request a
+        # turn: a writer served after the bound was spent was deferred again after its first.
+        if self._readers and self._deferred:
+            self._limit_s = self._budget_s / 2
+            self._serve(self._readers)
+            readers_s, self._spent_s = self._spent_s, 0.0
+            self._serve(self._deferred, at_least=1)
+            self._spent_s += readers_s
+            self._limit_s = self._budget_s
+        else:
+            self._serve(self._readers)
+            self._serve(self._deferred, at_least=1)
+        # the writers' held bytes, not the clients': clients are read on during a stall, and
+        # their lookups kept the count above half, the writers stalled for as long as they asked
+        if self._stalled is not None and self.held - self._readers_held <= self._held_max // 2:
             # read again the least recently active first, so that the ones the last stalls left
             # unread are read before the bound fills again (the loop reads the ready sockets in
             # about the order they are read again in)
@@ -889,6 +914,9 @@ class ReadTurns:
         while deferred and (served < at_least or not self.spent()):
             conn = deferred.popleft()
             self.held -= conn.counted
+            if conn.held_as_reader:
+                self._readers_held -= conn.counted
+                conn.held_as_reader = False
             conn.counted = 0
             conn.undefer()
             served += 1

@@ -566,3 +566,54 @@ def test_a_clients_piled_up_lookups_are_served_ahead_of_brokers_that_send_much(t
         for sock in brokers:
             sock.close()
         front.stop()
+
+
+def test_brokers_that_send_much_are_served_while_clients_keep_the_front_busy(tmp_path):
+    """30 clients keep asking 60 lookups at a time (6 KB, not a small read) while 20 broker
+    connections each pipeline 200 heartbeats into a front whose bound of unserved bytes is 64 KB.
+    The heartbeats are answered in about 2.3 s, and the clients' lookups go on. Two things held
+    them back before: the clients' held bytes (their connections are never stalled) kept the
+    count past the bound, so the writers were stalled again as soon as they were read again
+    (none answered in 60 s); and with the clients' lane served to the whole bound, a deferred
+    writer was served one request a turn, the bound spent (9-10 s). At 100,000 brokers the front
+    answered 20 registrations a second while the job idled, and the brokers expired unread (by
+    hand, 2026-11-30)."""
+    import threading
+
+    front, host, port = _bounded_front(tmp_path, 64 * 1024)
+    beats = 200
+    storm = b"".join(encode_request(codes.BROKER_HEARTBEAT, i, ext={
+        "clusterName": "C", "brokerName": "broker-with-a-long-name-1", "brokerAddr": "10.0.0.1:10911"})
+        for i in range(beats))
+    batch = b"".join(encode_request(codes.GET_ROUTEINFO_BY_TOPIC, i, ext={"topic": "T1"}) for i in range(60))
+    done = threading.Event()
+    batches = [0]
+
+    def client(sock: socket.socket) -> None:
+        while not done.is_set():
+            sock.sendall(batch)
+            for _ in range(60):
+                assert decode(_read_answer(sock)).code == codes.SUCCESS
+            batches[0] += 1
+    clients = [socket.create_connection((host, int(port)), timeout=60) for _ in range(30)]
+    brokers = [socket.create_connection((host, int(port)), timeout=60) for _ in range(20)]
+    threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in clients]
+    try:
+        for th in threads:
+            th.start()
+        time.sleep(0.2)
+        before = batches[0]
+        sent = time.monotonic()
+        _send_storm(brokers, storm)
+        storm_s = _storm_answered(brokers, sent, beats, codes.SUCCESS)
+        during = batches[0] - before
+        done.set()
+        for th in threads:
+            th.join(30)
+        assert storm_s < 5, f"20 x {beats} heartbeats answered after {storm_s:.1f} s beside the clients"
+        assert during >= len(clients), f"the clients' lookups stopped: {during} batches in {storm_s:.1f} s"
+    finally:
+        done.set()
+        for sock in clients + brokers:
+            sock.close()
+        front.stop()
