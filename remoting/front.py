@@ -66,6 +66,9 @@ WRITES_SHARE = 1.0
 # 100,000 brokers' registrations refused and sent again together made turns of 3-13 s, in which no
 # timer ran, no write was started and no cut's waiter answered (by hand, 2026-11-29).
 READ_TURN_S = 0.02
+# The writers' (brokers', admins') own share of a turn whose reads the clients spent: a quarter of
+# READ_TURN_S (`ReadTurns._next_turn`).
+WRITERS_SHARE = 0.25
 # Bytes read past their turn and not yet served, at most about: past it every connection stops
 # being read, its bytes waiting in the kernel's socket buffers as they did before turns were
 # bounded, until the front has served half of them (`ReadTurns`). Unbounded, a front behind its
@@ -803,14 +806,15 @@ class ReadTurns:
     connection (it only reads) is never stalled, and deferred it is served ahead of the writers:
     stalled with them, a client's lookups piled up unread, its next read was large, and it waited
     behind the wave's registrations again (the bench at 100,000 brokers, 2026-11-29: lookups after
-    the wave p50 220 s). While both lanes wait, each is served within half the bound."""
+    the wave p50 220 s). When the clients spent the turn, the writers have WRITERS_SHARE of it
+    of their own."""
 
     def __init__(self, write_share: WriteShare, connections: dict[int, Connection],
                  budget_s: float = READ_TURN_S, held_max: int = HELD_BYTES) -> None:
         self._write_share = write_share
         self._connections = connections
         self._budget_s = budget_s
-        self._limit_s = budget_s  # what `spent` compares with: half the bound for each lane of a shared turn
+        self._limit_s = budget_s  # what `spent` compares with: the writers' share, while they are served after the clients
         self._held_max = held_max
         self._spent_s = 0.0  # reads since the last turn that served the deferred ones
         self._deferred: collections.deque[Connection] = collections.deque()  # writers' (`Connection.writer`)
@@ -883,19 +887,21 @@ class ReadTurns:
     def _next_turn(self) -> None:
         self._next_scheduled = False
         self._spent_s = 0.0
-        # the clients' first (lookups: cheap, and waited for), then the writers; while both wait,
-        # each within half the bound, so that neither a lookup storm nor a registration wave holds
-        # the other back. Served to the whole bound, the clients left the writers one request a
-        # turn: a writer served after the bound was spent was deferred again after its first.
-        if self._readers and self._deferred:
-            self._limit_s = self._budget_s / 2
-            self._serve(self._readers)
+        # the clients' first (lookups: cheap, and waited for), within the bound; then the writers,
+        # within the bound's WRITERS_SHARE of their own while clients wait too, so that neither a
+        # lookup storm nor a registration wave holds the other back. With no share of their own,
+        # a writer served after the clients had spent the bound was deferred again after one
+        # request: a request a turn. With half the bound each, the clients' lookups at 100,000
+        # brokers fell behind (p99 389 s, by hand, 2026-11-30): registrations beyond what the job
+        # takes are refused SYSTEM_BUSY anyway, and reading them is all their share buys.
+        self._serve(self._readers)
+        if self._deferred and self.spent():
             readers_s, self._spent_s = self._spent_s, 0.0
+            self._limit_s = self._budget_s * WRITERS_SHARE
             self._serve(self._deferred, at_least=1)
             self._spent_s += readers_s
             self._limit_s = self._budget_s
         else:
-            self._serve(self._readers)
             self._serve(self._deferred, at_least=1)
         # the writers' held bytes, not the clients': clients are read on during a stall, and
         # their lookups kept the count above half, the writers stalled for as long as they asked

@@ -571,13 +571,14 @@ def test_a_clients_piled_up_lookups_are_served_ahead_of_brokers_that_send_much(t
 def test_brokers_that_send_much_are_served_while_clients_keep_the_front_busy(tmp_path):
     """30 clients keep asking 60 lookups at a time (6 KB, not a small read) while 20 broker
     connections each pipeline 200 heartbeats into a front whose bound of unserved bytes is 64 KB.
-    The heartbeats are answered in about 2.3 s, and the clients' lookups go on. Two things held
+    The heartbeats are answered in about 5 s, and the clients' lookups go on. Two things held
     them back before: the clients' held bytes (their connections are never stalled) kept the
     count past the bound, so the writers were stalled again as soon as they were read again
-    (none answered in 60 s); and with the clients' lane served to the whole bound, a deferred
-    writer was served one request a turn, the bound spent (9-10 s). At 100,000 brokers the front
-    answered 20 registrations a second while the job idled, and the brokers expired unread (by
-    hand, 2026-11-30)."""
+    (none answered in 60 s); and once the clients had spent a turn's bound, a deferred writer was
+    served one request a turn (9-10 s); now the writers have a quarter of the bound of their own
+    (half: 2.3 s, and the clients' lookups fell behind at 100,000 brokers). At 100,000 brokers the
+    front answered 20 registrations a second while the job idled, and the brokers expired unread
+    (by hand, 2026-11-30)."""
     import threading
 
     front, host, port = _bounded_front(tmp_path, 64 * 1024)
@@ -610,7 +611,7 @@ def test_brokers_that_send_much_are_served_while_clients_keep_the_front_busy(tmp
         done.set()
         for th in threads:
             th.join(30)
-        assert storm_s < 5, f"20 x {beats} heartbeats answered after {storm_s:.1f} s beside the clients"
+        assert storm_s < 7, f"20 x {beats} heartbeats answered after {storm_s:.1f} s beside the clients"
         assert during >= len(clients), f"the clients' lookups stopped: {during} batches in {storm_s:.1f} s"
     finally:
         done.set()
