@@ -835,6 +835,11 @@ class ReadTurns:
         connections hold took the held bytes past the bound (they are never stalled)."""
         return self._stalled is not None or self.held > self._held_max
 
+    @property
+    def _writers_held(self) -> int:
+        """The held bytes of the writers' lane: what a stall bounds."""
+        return self.held - self._readers_held
+
     def spent(self, more_s: float = 0.0) -> bool:
         """Whether this turn's reads, and `more_s` not yet told (`took`), reached the bound."""
         return self._spent_s + more_s >= self._limit_s
@@ -854,7 +859,7 @@ class ReadTurns:
             conn.held_as_reader = True
         if self._stalled is not None:
             self.sends_much(conn)
-        elif self.held > self._held_max and self.held - self._readers_held > self._held_max // 2:
+        elif self.held > self._held_max and self._writers_held > self._held_max // 2:
             # the writers' bytes are what a stall bounds: stalled for the clients' (which are read on,
             # and which kept the count up), the writers were read again and stalled at once, unserved
             self._stalled = [c for c in self._connections.values() if c.writer and not c.light]
@@ -905,7 +910,7 @@ class ReadTurns:
             self._serve(self._deferred, at_least=1)
         # the writers' held bytes, not the clients': clients are read on during a stall, and
         # their lookups kept the count above half, the writers stalled for as long as they asked
-        if self._stalled is not None and self.held - self._readers_held <= self._held_max // 2:
+        if self._stalled is not None and self._writers_held <= self._held_max // 2:
             # read again the least recently active first, so that the ones the last stalls left
             # unread are read before the bound fills again (the loop reads the ready sockets in
             # about the order they are read again in)
