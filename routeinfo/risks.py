@@ -373,6 +373,12 @@ _NO_BODY = 0xFFFFFFFF  # snapshots.cutfile.NO_BODY: a topic without a route
 
 def _verdict(snap: Snapshot, queues: Iterable[Mapping[str, Any]], spelling: Mapping[str, str]) -> tuple[str | None, str]:
     """One topic's topic kind (or None) and its group or zone, from its QueueDatas."""
+    kind, label = _raw_verdict(snap, queues)
+    return kind, (spelling[label] if kind == SINGLE_ZONE_TOPIC.name else label)
+
+
+def _raw_verdict(snap: Snapshot, queues: Iterable[Mapping[str, Any]]) -> tuple[str | None, str]:
+    """`_verdict` with a zone in lower case: what a report spells it is the whole cut's choice."""
     writers: list[str] = []
     for q in queues:
         if q["perm"] & PERM_WRITE and q["writeQueueNums"] > 0:
@@ -384,7 +390,7 @@ def _verdict(snap: Snapshot, queues: Iterable[Mapping[str, Any]], spelling: Mapp
     if len(writers) >= 2:
         zones = {z.lower() if z is not None else None for z in (snap.brokers[w].get("zoneName") for w in writers)}
         if len(zones) == 1 and None not in zones:
-            return SINGLE_ZONE_TOPIC.name, spelling[str(zones.pop())]
+            return SINGLE_ZONE_TOPIC.name, str(zones.pop())
     return None, ""
 
 
@@ -394,35 +400,85 @@ def _note_groups(queues: Iterable[Mapping[str, Any]], any_write: dict[str, bool]
         any_write[name] = any_write.get(name, False) or bool(q["perm"] & PERM_WRITE)
 
 
-def _file_topology(snap: Snapshot, cut: _BodyFile,
-                   orphans: Mapping[str, list[dict[str, Any]]]) -> tuple[dict[str, _TopicFacts], dict[str, bool]]:
+@dataclass(frozen=True)
+class BodyFacts:
+    """What the risks read of one route body: its verdict with the zone in lower case, its groups
+    and those of them with a writable queue in it."""
+
+    kind: str | None
+    label: str
+    groups: frozenset[str]
+    writable: frozenset[str]
+
+    @staticmethod
+    def of(snap: Snapshot, queues: list[dict[str, Any]]) -> BodyFacts:
+        kind, label = _raw_verdict(snap, queues)
+        return BodyFacts(kind, label, frozenset(q["brokerName"] for q in queues),
+                         frozenset(q["brokerName"] for q in queues if q["perm"] & PERM_WRITE))
+
+
+def _body_keys(cut: _BodyFile) -> list[bytes | None]:
+    """Per route body of the file, the kind key of a kind it is the body of (None: no kind names
+    it). The writer's kind key hashes everything a body is made of, the BrokerDatas of its queues'
+    groups included (`snapshots.cutfile._kind_keys`): equal keys, equal facts."""
+    kind_body = np.frombuffer(cut.section("kind_body"), dtype=np.uint32)
+    keys = cut.section("kind_keys")
+    size = len(keys) // len(kind_body) if len(kind_body) else 0
+    out: list[bytes | None] = [None] * cut.body_count
+    bodies, first = np.unique(kind_body, return_index=True)
+    for b, k in zip(bodies.tolist(), first.tolist(), strict=True):
+        if b < cut.body_count:
+            out[b] = bytes(keys[size * k:size * (k + 1)])
+    return out
+
+
+def _file_topology(snap: Snapshot, cut: _BodyFile, orphans: Mapping[str, list[dict[str, Any]]],
+                   known: dict[bytes, BodyFacts] | None = None) -> tuple[dict[str, _TopicFacts], dict[str, bool]]:
     """Over a mapped cut file: each distinct route body judged once (its `queueDatas` are the
-    topic's whole), then numpy over `body_of` for the topics of each verdict."""
+    topic's whole), then numpy over `body_of` for the topics of each verdict. `known`: the facts
+    of the bodies of the cut folded before, by kind key, replaced by this cut's: a body decoded
+    once is not decoded again while its key stays (at 100,000 brokers a registration wave's cut
+    has 300,000 bodies, 13 of them naming every broker, and decoding them all was 90 % of the
+    HTTP server's CPU)."""
     kinds = {SINGLE_GROUP_TOPIC.name: 1, SINGLE_ZONE_TOPIC.name: 2}
     verdict = np.zeros(cut.body_count + 1, dtype=np.int8)  # the last: no body
     where: list[str] = []  # per body: its group or zone
     spelling = _zone_spellings(snap)
-    any_write: dict[str, bool] = {}
+    keys = _body_keys(cut) if known is not None else [None] * cut.body_count
+    facts_of: dict[bytes, BodyFacts] = {}
+    seen: set[str] = set()
+    writable: set[str] = set()
     for b in range(cut.body_count):
-        body = cut.body(b)
-        queues = [] if body is None else json.loads(bytes(body))["queueDatas"]
-        kind, label = _verdict(snap, queues, spelling)
-        verdict[b] = 0 if kind is None else kinds[kind]
-        where.append(label)
-        _note_groups(queues, any_write)
+        key = keys[b]
+        facts = None if key is None or known is None else known.get(key)
+        if facts is None:
+            body = cut.body(b)
+            facts = BodyFacts.of(snap, [] if body is None else json.loads(bytes(body))["queueDatas"])
+        if key is not None:
+            facts_of[key] = facts
+        verdict[b] = 0 if facts.kind is None else kinds[facts.kind]
+        where.append(spelling[facts.label] if facts.kind == SINGLE_ZONE_TOPIC.name else facts.label)
+        seen |= facts.groups
+        writable |= facts.writable
     for queues in orphans.values():
-        _note_groups(queues, any_write)
+        facts = BodyFacts.of(snap, queues)
+        seen |= facts.groups
+        writable |= facts.writable
+    if known is not None:
+        known.clear()
+        known.update(facts_of)
+    any_write = {g: g in writable for g in seen}
     body_of = np.frombuffer(cut.section("body_of"), dtype=np.uint32).astype(np.int64)
     body_of[body_of == _NO_BODY] = cut.body_count
     per_topic = verdict[body_of]
     name_off = np.frombuffer(cut.section("name_off"), dtype=np.uint32).astype(np.int64)
     names = pa.LargeStringArray.from_buffers(cut.topic_count, pa.py_buffer(name_off.tobytes()),
                                              pa.py_buffer(bytes(cut.section("names"))))
-    facts: dict[str, _TopicFacts] = {}
+    facts_by_kind: dict[str, _TopicFacts] = {}
     for kind, code in kinds.items():
         entries = np.flatnonzero(per_topic == code)
-        facts[kind] = _facts(names.take(pa.array(entries)), body_of[entries], where)
-    return facts, any_write
+        facts_by_kind[kind] = _facts(names.take(pa.array(entries)), body_of[entries], where)
+    return facts_by_kind, any_write
 
 
 def _python_topology(snap: Snapshot) -> tuple[dict[str, _TopicFacts], dict[str, bool]]:
@@ -441,13 +497,15 @@ def _python_topology(snap: Snapshot) -> tuple[dict[str, _TopicFacts], dict[str, 
             for k, (names, labels) in found.items()}, any_write
 
 
-def _topic_facts(snap: Snapshot) -> tuple[dict[str, _TopicFacts], dict[str, bool]]:
+def _topic_facts(snap: Snapshot, known: dict[bytes, BodyFacts] | None = None
+                 ) -> tuple[dict[str, _TopicFacts], dict[str, bool]]:
+    """`known`: over mapped cut files, the facts of the last cut's bodies (`_file_topology`)."""
     idx = snap.topics
     cut = getattr(idx, "cut", None)
     if type(idx) is TopicIndex or isinstance(idx, TopicColumns):
         facts, any_write = _arrow_topology(snap, idx)
     elif isinstance(cut, _BodyFile):
-        facts, any_write = _file_topology(snap, cut, getattr(idx, "orphans", {}))
+        facts, any_write = _file_topology(snap, cut, getattr(idx, "orphans", {}), known)
     else:
         facts, any_write = _python_topology(snap)
     facts[SINGLE_GROUP_TOPIC.name] = _without_own_topics(facts[SINGLE_GROUP_TOPIC.name])
@@ -652,8 +710,9 @@ class RiskTracker:
     last one). Holds, between cuts: each risk's since, the expiries within the window, each live
     broker's last DataVersion and its last step back; and the previous cut's topic facts, reused
     while the cut's topic index is the same object and its BrokerDatas are equal, or, over mapped
-    cut files, while the files' digests of their topology are (`_topology_of`). Memory: the
-    current risks, the window's expiries, and one DataVersion per broker address ever seen live
+    cut files, while the files' digests of their topology are (`_topology_of`), and over mapped
+    files each route body's facts by its kind key (`_file_topology`). Memory: the current risks,
+    the window's expiries, the last mapped cut's body facts, one DataVersion per broker address ever seen live
     (a step back is judged against the address's last one however long ago). One folding thread;
     a report, once made, never changes."""
 
@@ -671,6 +730,7 @@ class RiskTracker:
         self._last_live: list[dict[str, Any]] | None = None
         self._topics_of: tuple[Any, Any] | None = None
         self._topics: tuple[dict[str, _TopicFacts], dict[str, bool]] | None = None
+        self._body_facts: dict[bytes, BodyFacts] = {}  # the last mapped cut's bodies' facts, by kind key
         # the group kinds of the last cut, kept while its topology and its live addresses are the next's
         self._membership: frozenset[tuple[str, str]] | None = None
         self._groups: dict[str, dict[str, Risk]] | None = None
@@ -689,7 +749,7 @@ class RiskTracker:
             self.origin = at
         same_topology = self._topics is not None and _same_topology(self._topics_of, snap)
         if self._topics is None or not same_topology:
-            self._topics = _topic_facts(snap)
+            self._topics = _topic_facts(snap, self._body_facts)
             self.topic_facts_made += 1
             self._topics_of = _topology_of(snap)
         topics, any_write = self._topics

@@ -431,3 +431,47 @@ def test_the_tracker_agrees_with_a_recomputation_at_every_cut(steps):
         folded = [(r.id, r.since, r.message) for r in tracker.fold(cuts[-1]).risks()]
         again = [(r.id, r.since, r.message) for r in risks.report_from_scratch(cuts, s)]
         assert folded == again
+
+
+def test_a_tracker_over_mapped_cuts_decodes_only_the_bodies_whose_inputs_changed(tmp_path: Path):
+    """One tracker folding mapped cut files keeps each body's facts by the writer's kind key: a
+    cut decodes only the bodies of changed kinds, and reports what a fresh reading of each cut
+    reports, also where only a BrokerData moved under the same queue rows (a master gone, a zone
+    renamed)."""
+    groups = [Group(f"g{i}", zone=["z1", "z2"][i % 2]) for i in range(8)]
+    queues = {f"T-{i}": {f"g{i % 8}": 6, f"g{(i + 1) % 8}": 6 if i % 3 else 4} for i in range(24)}
+    queues.update({f"Own-{i}": {f"g{i}": 6} for i in range(8)})
+    steps = [("first", groups, queues),
+             ("a new topic", groups, {**queues, "New": {"g1": 6, "g5": 6}}),
+             ("a perm changed", groups, {**queues, "New": {"g1": 6, "g5": 6}, "T-3": {"g3": 7, "g4": 6}}),
+             ("a master gone", [dataclasses.replace(g, master=g.name != "g3") for g in groups],
+              {**queues, "New": {"g1": 6, "g5": 6}, "T-3": {"g3": 7, "g4": 6}}),
+             ("zones renamed", [dataclasses.replace(g, master=g.name != "g3", zone="Z9" if g.name in ("g2", "g3") else g.zone)
+                                for g in groups], {**queues, "New": {"g1": 6, "g5": 6}, "T-3": {"g3": 7, "g4": 6}})]
+    tracker = RiskTracker()
+    decoded: list[int] = []
+    previous: cutfile.CutFile | None = None
+    for n, (what, gs, qs) in enumerate(steps, start=1):
+        cut = snap(gs, qs, T0 + n, n)
+        path = tmp_path / f"{n}.cut"
+        cutfile.write_cut(cut, path, previous)
+        f = cutfile.CutFile.open(path)
+        calls = [0]
+        body = f.body
+
+        def counted(b: int, body: Any = body, calls: list[int] = calls) -> Any:
+            calls[0] += 1
+            return body(b)
+        f.body = counted  # type: ignore[method-assign]
+        got = tracker.fold(Cut(mapped.mapped_snapshot(f))).risks()
+        fresh = RiskTracker().fold(Cut(cut)).risks()
+        assert [(r.id, r.message) for r in got] == [(r.id, r.message) for r in fresh], what
+        decoded.append(calls[0])
+        if previous is not None:
+            previous.close()
+        previous = f
+    assert previous is not None
+    previous.close()
+    assert decoded[0] == previous.body_count or decoded[0] > 10
+    assert decoded[1] == 1 and decoded[2] == 1, decoded  # the new topic's body, then the changed one's
+    assert 0 < decoded[3] < decoded[0] and 0 < decoded[4] < decoded[0], decoded  # g3's and g2/g3's bodies
