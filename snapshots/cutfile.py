@@ -593,7 +593,9 @@ def _stable_inputs(snap: Snapshot) -> tuple[Any, ...]:
 
 
 def _json(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    # json.dumps(sort_keys, compact, ensure_ascii=False) as UTF-8, the same bytes: at 100,000 brokers
+    # the head's broker_live and tables are 40 MB of JSON each cut, 12 % of a wave's cut builder
+    return json_codec.dumps_sorted_utf8(value)
 
 
 def _head_sections(snap: Snapshot, index: Mapping[str, Section],
@@ -1291,7 +1293,7 @@ class CutFile:
 
     def _parsed(self, section: str) -> dict[str, Any]:
         try:
-            found: dict[str, Any] = json.loads(bytes(self._sections[section]))
+            found: dict[str, Any] = json_codec.loads(bytes(self._sections[section]))
         except ValueError as e:
             raise CutFileError(f"{self.path}: corrupted: its {section} section is not JSON ({e})") from e
         return found
