@@ -414,8 +414,10 @@ class BodyFacts:
     @staticmethod
     def of(snap: Snapshot, queues: list[dict[str, Any]]) -> BodyFacts:
         kind, label = _raw_verdict(snap, queues)
-        return BodyFacts(kind, label, frozenset(q["brokerName"] for q in queues),
-                         frozenset(q["brokerName"] for q in queues if q["perm"] & PERM_WRITE))
+        names = [q["brokerName"] for q in queues]
+        writable = [q["brokerName"] for q in queues if q["perm"] & PERM_WRITE]
+        groups = frozenset(names)
+        return BodyFacts(kind, label, groups, groups if len(writable) == len(names) else frozenset(writable))
 
 
 def _body_keys(cut: _BodyFile) -> list[bytes | None]:
