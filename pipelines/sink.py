@@ -199,6 +199,9 @@ class DeltaSink:
         self.retention_ms = retention_ms
         self.schedule = None if maintenance_interval_ms is None else MaintenanceSchedule(maintenance_interval_ms)
         self._handles: dict[str, DeltaTable] = {}
+        # per state table, the owners it holds rows of, read from the table at its first replace and
+        # kept by this sink's own writes (it is the tables' one writer): `_replace`
+        self._owners: dict[str, set[str]] = {}
         self._latest_snapshot: int | None = None
         self._latest_cut: dict[str, Any] | None = None  # its `snapshots` row, once this instance wrote one
         self.started_ms = int(time.time() * 1000)  # this job instance's start, in every progress record
@@ -231,6 +234,7 @@ class DeltaSink:
                     DeltaTable(self.path(table)).alter.set_table_properties(self._epoch_property(),
                                                                             raise_if_not_exists=False)
         self._handles = {table.name: DeltaTable(self.path(table)) for table in t.ALL_TABLES}
+        self._owners = {}  # read from the tables again
         if self.live_flush_ms is not None:
             live = self._handles[t.BROKER_LIVE.name].to_pyarrow_dataset().to_table(
                 columns=["brokerName", "lastUpdateTimestamp", "heartbeatTimeoutMillis"]).to_pydict()
@@ -399,16 +403,41 @@ class DeltaSink:
                 log.warning("job metrics not written: %s", exc)
 
     def _replace(self, table: t.TableDef, owners: dict[str, list[dict[str, Any]]], batch_id: int) -> None:
-        """Replace every row of `owners` in `table` by their new rows, in one commit either way."""
+        """Replace every row of `owners` in `table` by their new rows, in one commit either way. When
+        the table holds no row of any of them (a registration wave's new groups) the rows are
+        appended: an overwrite's predicate is checked against every data file whose statistics
+        cannot rule its owners out, and a batch's owners span the whole name range, so at 100,000
+        brokers each wave batch read the whole table to delete nothing."""
         data = table.from_rows([row for rs in owners.values() for row in rs])
-        if len(owners) <= PREDICATE_OWNERS_MAX:
-            self._write(table, data, batch_id, predicate=f"{table.owner} IN ({_sql_list(owners)})", mode="overwrite")
-            return
-        current = self._handles[table.name].to_pyarrow_dataset().to_table().cast(table.schema)
-        kept = current.filter(pc.invert(pc.is_in(current[table.owner], value_set=pa.array(list(owners), pa.string()))))
-        log.info("batch %d: %d owners of %s replaced by rewriting the table (%d rows kept)", batch_id, len(owners),
-                 table.name, kept.num_rows, extra={"batchId": batch_id})
-        self._write(table, pa.concat_tables([kept, data]), batch_id, predicate=None, mode="overwrite")
+        held = self._held_owners(table)
+        try:
+            if held.isdisjoint(owners):
+                self._write(table, data, batch_id, predicate=None, mode="append")
+            elif len(owners) <= PREDICATE_OWNERS_MAX:
+                self._write(table, data, batch_id, predicate=f"{table.owner} IN ({_sql_list(owners)})",
+                            mode="overwrite")
+            else:
+                current = self._handles[table.name].to_pyarrow_dataset().to_table().cast(table.schema)
+                kept = current.filter(pc.invert(pc.is_in(current[table.owner],
+                                                         value_set=pa.array(list(owners), pa.string()))))
+                log.info("batch %d: %d owners of %s replaced by rewriting the table (%d rows kept)", batch_id,
+                         len(owners), table.name, kept.num_rows, extra={"batchId": batch_id})
+                self._write(table, pa.concat_tables([kept, data]), batch_id, predicate=None, mode="overwrite")
+        except BaseException:
+            # a write that failed may have committed all the same: the table is read again next time
+            self._owners.pop(table.name, None)
+            raise
+        held.update(owner for owner, rows in owners.items() if rows)
+        held.difference_update(owner for owner, rows in owners.items() if not rows)
+
+    def _held_owners(self, table: t.TableDef) -> set[str]:
+        """The owners `table` holds rows of (read once from its current version, then kept)."""
+        held = self._owners.get(table.name)
+        if held is None:
+            assert table.owner is not None, f"{table.name} is append-only"
+            column = self._handles[table.name].to_pyarrow_dataset().to_table(columns=[table.owner]).column(0)
+            held = self._owners[table.name] = set(pc.unique(column).to_pylist())
+        return held
 
     def _write(self, table: t.TableDef, data: pa.Table, batch_id: int, *, predicate: str | None,
                mode: Literal["append", "overwrite"]) -> None:
