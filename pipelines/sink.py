@@ -1,7 +1,8 @@
 """foreachBatch sink: one micro-batch → one consistent cut of Delta tables + a `snapshots` row.
 
 Each state table gets at most one commit per batch, replacing exactly the rows of the groups
-that changed (`overwrite` with a predicate on the owner column). Every commit carries the
+that changed (`overwrite` with a predicate on the owner column, or an append when the table holds
+no row of any of them). Every commit carries the
 app transaction (`namesrv-sink`, batchId); a replayed batch skips tables it already wrote
 (delta-rs records but does not refuse duplicates, issue 2580). The `snapshots` row is
 written last, so a reader that follows `snapshots` never sees a half-written batch.
