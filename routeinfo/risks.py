@@ -368,18 +368,15 @@ class _BodyFile(Protocol):
 
     def body(self, b: int) -> memoryview | None: ...
 
+    def body_keys(self) -> list[bytes | None]: ...
+
 
 _NO_BODY = 0xFFFFFFFF  # snapshots.cutfile.NO_BODY: a topic without a route
 
 
-def _verdict(snap: Snapshot, queues: Iterable[Mapping[str, Any]], spelling: Mapping[str, str]) -> tuple[str | None, str]:
-    """One topic's topic kind (or None) and its group or zone, from its QueueDatas."""
-    kind, label = _raw_verdict(snap, queues)
-    return kind, (spelling[label] if kind == SINGLE_ZONE_TOPIC.name else label)
-
-
-def _raw_verdict(snap: Snapshot, queues: Iterable[Mapping[str, Any]]) -> tuple[str | None, str]:
-    """`_verdict` with a zone in lower case: what a report spells it is the whole cut's choice."""
+def _verdict(snap: Snapshot, queues: Iterable[Mapping[str, Any]]) -> tuple[str | None, str]:
+    """One topic's topic kind (or None) and its group or zone, from its QueueDatas; a zone in lower
+    case: what a report spells it is the whole cut's choice (`BodyFacts.label_in`)."""
     writers: list[str] = []
     for q in queues:
         if q["perm"] & PERM_WRITE and q["writeQueueNums"] > 0:
@@ -395,12 +392,6 @@ def _raw_verdict(snap: Snapshot, queues: Iterable[Mapping[str, Any]]) -> tuple[s
     return None, ""
 
 
-def _note_groups(queues: Iterable[Mapping[str, Any]], any_write: dict[str, bool]) -> None:
-    for q in queues:
-        name = q["brokerName"]
-        any_write[name] = any_write.get(name, False) or bool(q["perm"] & PERM_WRITE)
-
-
 @dataclass(frozen=True)
 class BodyFacts:
     """What the risks read of one route body: its verdict with the zone in lower case, its groups
@@ -412,27 +403,26 @@ class BodyFacts:
     writable: frozenset[str]
 
     @staticmethod
-    def of(snap: Snapshot, queues: list[dict[str, Any]]) -> BodyFacts:
-        kind, label = _raw_verdict(snap, queues)
+    def of(snap: Snapshot, queues: Sequence[Mapping[str, Any]]) -> BodyFacts:
+        kind, label = _verdict(snap, queues)
         names = [q["brokerName"] for q in queues]
         writable = [q["brokerName"] for q in queues if q["perm"] & PERM_WRITE]
         groups = frozenset(names)
         return BodyFacts(kind, label, groups, groups if len(writable) == len(names) else frozenset(writable))
 
+    def label_in(self, spelling: Mapping[str, str]) -> str:
+        """Its group, or its zone as the cut spells it (`_zone_spellings`)."""
+        return spelling[self.label] if self.kind == SINGLE_ZONE_TOPIC.name else self.label
 
-def _body_keys(cut: _BodyFile) -> list[bytes | None]:
-    """Per route body of the file, the kind key of a kind it is the body of (None: no kind names
-    it). The writer's kind key hashes everything a body is made of, the BrokerDatas of its queues'
-    groups included (`snapshots.cutfile._kind_keys`): equal keys, equal facts."""
-    kind_body = np.frombuffer(cut.section("kind_body"), dtype=np.uint32)
-    keys = cut.section("kind_keys")
-    size = len(keys) // len(kind_body) if len(kind_body) else 0
-    out: list[bytes | None] = [None] * cut.body_count
-    bodies, first = np.unique(kind_body, return_index=True)
-    for b, k in zip(bodies.tolist(), first.tolist(), strict=True):
-        if b < cut.body_count:
-            out[b] = bytes(keys[size * k:size * (k + 1)])
-    return out
+
+def _any_write(facts: Iterable[BodyFacts]) -> dict[str, bool]:
+    """Per group of any of `facts`, whether any of its queues there is writable."""
+    seen: set[str] = set()
+    writable: set[str] = set()
+    for f in facts:
+        seen |= f.groups
+        writable |= f.writable
+    return {g: g in writable for g in seen}
 
 
 def _file_topology(snap: Snapshot, cut: _BodyFile, orphans: Mapping[str, list[dict[str, Any]]],
@@ -447,13 +437,12 @@ def _file_topology(snap: Snapshot, cut: _BodyFile, orphans: Mapping[str, list[di
     verdict = np.zeros(cut.body_count + 1, dtype=np.int8)  # the last: no body
     where: list[str] = []  # per body: its group or zone
     spelling = _zone_spellings(snap)
-    keys = _body_keys(cut) if known is not None else [None] * cut.body_count
+    keys = cut.body_keys() if known is not None else [None] * cut.body_count
     facts_of: dict[bytes, BodyFacts] = {}
-    seen: set[str] = set()
-    writable: set[str] = set()
+    judged: list[BodyFacts] = []
     for b in range(cut.body_count):
         key = keys[b]
-        facts = None if key is None or known is None else known.get(key)
+        facts = known.get(key) if key is not None and known is not None else None
         if facts is None:
             body = cut.body(b)
             # orjson: a wave's cut has 13 new bodies of 20 MB naming every broker
@@ -461,17 +450,12 @@ def _file_topology(snap: Snapshot, cut: _BodyFile, orphans: Mapping[str, list[di
         if key is not None:
             facts_of[key] = facts
         verdict[b] = 0 if facts.kind is None else kinds[facts.kind]
-        where.append(spelling[facts.label] if facts.kind == SINGLE_ZONE_TOPIC.name else facts.label)
-        seen |= facts.groups
-        writable |= facts.writable
-    for queues in orphans.values():
-        facts = BodyFacts.of(snap, queues)
-        seen |= facts.groups
-        writable |= facts.writable
+        where.append(facts.label_in(spelling))
+        judged.append(facts)
     if known is not None:
         known.clear()
         known.update(facts_of)
-    any_write = {g: g in writable for g in seen}
+    any_write = _any_write([*judged, *(BodyFacts.of(snap, queues) for queues in orphans.values())])
     body_of = np.frombuffer(cut.section("body_of"), dtype=np.uint32).astype(np.int64)
     body_of[body_of == _NO_BODY] = cut.body_count
     per_topic = verdict[body_of]
@@ -489,16 +473,15 @@ def _python_topology(snap: Snapshot) -> tuple[dict[str, _TopicFacts], dict[str, 
     """Any other topic mapping: a pass over its topics (small cuts)."""
     found: dict[str, tuple[list[str], list[str]]] = {k: ([], []) for k in _TOPIC_KINDS}
     spelling = _zone_spellings(snap)
-    any_write: dict[str, bool] = {}
+    judged: list[BodyFacts] = []
     for topic in sorted(snap.topics):
-        queues = snap.topics[topic]
-        kind, label = _verdict(snap, queues, spelling)
-        if kind is not None:
-            found[kind][0].append(topic)
-            found[kind][1].append(label)
-        _note_groups(queues, any_write)
+        facts = BodyFacts.of(snap, snap.topics[topic])
+        if facts.kind is not None:
+            found[facts.kind][0].append(topic)
+            found[facts.kind][1].append(facts.label_in(spelling))
+        judged.append(facts)
     return {k: _facts(pa.array(names, pa.large_string()), np.arange(len(labels)), labels)
-            for k, (names, labels) in found.items()}, any_write
+            for k, (names, labels) in found.items()}, _any_write(judged)
 
 
 def _topic_facts(snap: Snapshot, known: dict[bytes, BodyFacts] | None = None

@@ -592,21 +592,17 @@ def _stable_inputs(snap: Snapshot) -> tuple[Any, ...]:
     return snap.brokers, snap.clusters, snap.filters, snap.kv, snap.switches
 
 
-def _json(value: Any) -> bytes:
-    # json.dumps(sort_keys, compact, ensure_ascii=False) as UTF-8, the same bytes: at 100,000 brokers
-    # the head's broker_live and tables are 40 MB of JSON each cut, 12 % of a wave's cut builder
-    return json_codec.dumps_sorted_utf8(value)
-
-
 def _head_sections(snap: Snapshot, index: Mapping[str, Section],
                    stable_from: CutFile | None) -> tuple[dict[str, Section], bytes]:
     """The head's sections and its tables digest; `stable_from`: a file whose `tables` and cluster
     info are this cut's (the caller knows its inputs were the same), copied rather than encoded."""
-    live = _json({"snapshot": snapshot_row(snap), t.BROKER_LIVE.name: snap.live})
+    # json_codec's sorted UTF-8 (orjson where it writes the standard library's bytes): at 100,000
+    # brokers the head's broker_live and tables are 40 MB of JSON each cut
+    live = json_codec.dumps_sorted_utf8({"snapshot": snapshot_row(snap), t.BROKER_LIVE.name: snap.live})
     if stable_from is not None:
         return {"cluster_info": stable_from.section("cluster_info"), "tables": stable_from.section("tables"),
                 "live": live}, stable_from.tables_digest
-    tables = _json({"tables": stable_tables(snap), ORPHANS: _orphans(snap, index)})
+    tables = json_codec.dumps_sorted_utf8({"tables": stable_tables(snap), ORPHANS: _orphans(snap, index)})
     digest = hashlib.blake2b(tables, digest_size=DIGEST_BYTES).digest()
     return {"cluster_info": route_reads.cluster_info_body(snap), "tables": tables, "live": live}, digest
 
@@ -1283,6 +1279,19 @@ class CutFile:
         if lo == self.group_count or names[off[lo]:off[lo + 1]] != key:
             return []
         return [self._name(e) for e in self._group_topics[self._group_off[lo]:self._group_off[lo + 1]]]
+
+    def body_keys(self) -> list[bytes | None]:
+        """Per body, the key of a kind it is the body of (None: none names it). A kind key hashes
+        everything its body is made of, the BrokerDatas of its queues' groups included
+        (`_kind_keys`), so what a reader judges of a body holds for every body of the same key
+        (the risk report keeps it across cuts)."""
+        keys = self._sections["kind_keys"]
+        bodies, first = np.unique(np.frombuffer(self._sections["kind_body"], "<u4"), return_index=True)
+        out: list[bytes | None] = [None] * self.body_count
+        for b, k in zip(bodies.tolist(), first.tolist(), strict=True):
+            if b < self.body_count:
+                out[b] = bytes(keys[DIGEST_BYTES * k:DIGEST_BYTES * (k + 1)])
+        return out
 
     def kind_bodies(self) -> dict[bytes, memoryview | None]:
         """Kind key -> its body in this file: what an incremental write reuses."""
